@@ -1,0 +1,74 @@
+"""The compiler's public API: what the CLI, the kernel, the tests and the benchmarks call.
+
+Pipeline: parse every file -> resolve modules and names -> check (types, linearity, regions,
+effects, constant folding) -> lower to LLVM IR text. Backends (``backends/``) turn that IR into
+an executable or run it through MCJIT.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .diagnostics import Diagnostic, sort_diagnostics
+from .source import SourceFile
+
+
+@dataclass
+class CheckResult:
+    """Outcome of checking a program: diagnostics (empty when accepted) and the checked program."""
+
+    diagnostics: list[Diagnostic]
+    program: object = None  # check.program.CheckedProgram when accepted
+
+    @property
+    def ok(self) -> bool:
+        return not self.diagnostics
+
+
+@dataclass
+class CompileResult:
+    """Outcome of compiling: LLVM IR text (with the C entry wrapper) or diagnostics."""
+
+    diagnostics: list[Diagnostic]
+    ir: str | None = None
+    program: object = None
+    timings: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.ir is not None and not self.diagnostics
+
+
+STD_DIR = Path(__file__).resolve().parent.parent / "std"
+
+
+def load_sources(paths: list[str | Path], std: bool = False) -> list[SourceFile]:
+    """Read the named files (UTF-8). `std` is accepted for CLI compatibility: std modules are
+    added on `import` whether or not it is given."""
+    return [SourceFile.from_path(p) for p in paths]
+
+
+def check_sources(sources: list[SourceFile]) -> CheckResult:
+    """Parse and check a program made of these files."""
+    from .check.program import check_program
+
+    diags, program = check_program(sources)
+    return CheckResult(sort_diagnostics(diags), program if not diags else None)
+
+
+def compile_sources(sources: list[SourceFile]) -> CompileResult:
+    """Check, then lower to LLVM IR text. A failure of our own becomes an `internal` diagnostic."""
+    import time
+
+    t0 = time.perf_counter()
+    checked = check_sources(sources)
+    t1 = time.perf_counter()
+    if not checked.ok:
+        return CompileResult(checked.diagnostics, timings={"check": t1 - t0})
+    from .codegen.lower import lower_program
+
+    ir, diags = lower_program(checked.program)
+    t2 = time.perf_counter()
+    return CompileResult(sort_diagnostics(diags), ir if not diags else None, checked.program,
+                         {"check": t1 - t0, "lower": t2 - t1})
