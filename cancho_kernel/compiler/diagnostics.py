@@ -170,3 +170,11 @@ def render_json(diags: list[Diagnostic]) -> str:
             "    }"
         )
     return '{\n  "refused": [\n' + ",\n".join(items) + "\n  ]\n}\n"
+
+
+class Refusal(Exception):
+    """Raised inside a pass to refuse the declaration being checked with one diagnostic."""
+
+    def __init__(self, rule: str, message: str, span: Span | None):
+        super().__init__(message)
+        self.diagnostic = Diagnostic(rule, message, span)

@@ -1,0 +1,116 @@
+"""The prelude: builtin function names and types by edition, and builtin signatures as cancho text.
+
+Most builtins have an ordinary signature, written here in cancho syntax and parsed with the
+compiler's own parser, so calls to them go through the same checking as calls to user functions.
+The rest (`split`, `release`, `narrow`, `len` on statics, file-system verbs whose labels depend
+on a capability's literal, ...) are checked at the call site by `body.py`.
+"""
+
+from __future__ import annotations
+
+# Edition at which each builtin function name starts to resolve (runtime.md §1, language.md §2.2).
+BUILTIN_EDITION: dict[str, int] = {}
+
+
+def _add(edition: int, names: str) -> None:
+    for n in names.split():
+        BUILTIN_EDITION[n] = edition
+
+
+_add(1, """putchar write_bytes write_err getchar split release narrow wrapping_add wrapping_sub
+wrapping_mul byte_of int_of float_of truncate is_nan sqrt bits_of len box unbox contents box_slice
+unbox_slice arg_count arg fs_read fs_write open_read file_read file_close trap""")
+_add(2, "connect bind listen accept")
+_add(3, "null_ptr")
+_add(4, "spawn join fork_heap")
+_add(5, """flush_out copy_within copy_into index_of_byte clock_ms clock_unix_ms fork_clock
+open_append open_write open_new open_rw file_write file_pwrite file_pread file_sync file_truncate
+file_size file_lock fs_rename fs_remove tcp_listen tcp_connect tcp_connect_start tcp_accept
+conn_read conn_write conn_nonblocking conn_nodelay conn_peer conn_connect_status conn_detach
+conn_attach conn_close listener_nonblocking listener_close poller_new poller_add_listener
+poller_add_conn poller_modify poller_remove poller_wait poller_close udp_connect udp_bind udp_recv
+udp_recv_from udp_send udp_send_to udp_local_port udp_nonblocking udp_close udp_detach udp_attach
+poller_add_udp""")
+_add(6, """signals_watch signals_pending poller_add_signals signals_close value_barrier f32_of
+float_of32 bits_of32 f32_of_bits sqrt32 f32_of_int int_of_f32 open_dir dir_enter dir_open_read
+dir_list dir_next dir_stat dir_open_new dir_open_append dir_rename dir_remove dir_sync dir_close
+dir_list_close""")
+_add(7, """float_of_bits exec_spawn exec_spawn_in child_wait child_kill pipe_open pipe_read
+pipe_write pipe_nonblocking pipe_close child_end_close poller_add_pipe poller_add_child dir_mode
+dir_own_mode dir_rename_new hw_aes_gcm aes_encrypt_block ghash_update""")
+_add(8, "load_le64 byte_mask64 trailing_zeros leading_zeros popcount")
+
+# Prelude type names (capabilities, handles, result enums, scalars) and their editions.
+PRELUDE_TYPE_EDITION: dict[str, int] = {
+    "int": 1, "bool": 1, "byte": 1, "float": 1, "c_int": 1, "c_ptr": 3, "f32": 6,
+    "World": 1, "Io": 1, "Ffi": 1, "Fs": 1, "Heap": 1, "Args": 1, "Split": 1, "Box": 1,
+    "File": 1, "Opened": 1, "Read": 1,
+    "Net": 2, "Thread": 4, "Clock": 5, "Done": 5, "Listener": 5, "Conn": 5, "Udp": 5, "Poller": 5,
+    "Signals": 6, "Dir": 6, "SignalWatch": 6, "Exec": 7, "Child": 7, "Pipe": 7, "ChildEnd": 7,
+}
+
+CAPABILITY_KINDS = {"World", "Io", "Ffi", "Fs", "Heap", "Args", "Net", "Clock", "Signals", "Exec"}
+LITERAL_CAPS = {"Ffi", "Fs", "Net", "Signals", "Exec"}
+HANDLE_TYPES = {"File", "Listener", "Conn", "Udp", "Poller", "Dir", "SignalWatch", "Child", "Pipe", "ChildEnd"}
+
+# Fields of `Split` per edition (language.md §2.2). Edition 8 follows the fixture-backed reading.
+SPLIT_FIELDS: dict[int, tuple[tuple[str, str], ...]] = {}
+_base = (("io", "Io"), ("ffi", "Ffi"), ("fs", "Fs"), ("heap", "Heap"), ("args", "Args"))
+for _e in range(1, 9):
+    f = list(_base)
+    if _e >= 2:
+        f.append(("net", "Net"))
+    if _e >= 5:
+        f.append(("clock", "Clock"))
+    if _e >= 6:
+        f.append(("signals", "Signals"))
+    if _e >= 7:
+        f.append(("exec", "Exec"))
+    SPLIT_FIELDS[_e] = tuple(f)
+
+# Ordinary builtin signatures, in cancho syntax. Effects are the written rows.
+SIGNATURES: dict[str, str] = {
+    "putchar": "fn putchar[&i](io: &!i Io, c: int) -> [io_write] int",
+    "write_bytes": "fn write_bytes[&i, &b](io: &!i Io, bytes: &b [byte]) -> [io_write] int",
+    "write_err": "fn write_err[&i, &b](io: &!i Io, bytes: &b [byte]) -> [err_write] int",
+    "getchar": "fn getchar[&i](io: &!i Io) -> [io_read] int",
+    "flush_out": "fn flush_out[&i](io: &!i Io) -> [io_write] Done",
+    "wrapping_add": "fn wrapping_add(a: int, b: int) -> [] int",
+    "wrapping_sub": "fn wrapping_sub(a: int, b: int) -> [] int",
+    "wrapping_mul": "fn wrapping_mul(a: int, b: int) -> [] int",
+    "byte_of": "fn byte_of(n: int) -> [] byte",
+    "int_of": "fn int_of(b: byte) -> [] int",
+    "float_of": "fn float_of(n: int) -> [] float",
+    "truncate": "fn truncate(x: float) -> [] int",
+    "is_nan": "fn is_nan(x: float) -> [] bool",
+    "sqrt": "fn sqrt(x: float) -> [] float",
+    "bits_of": "fn bits_of(x: float) -> [] int",
+    "float_of_bits": "fn float_of_bits(n: int) -> [] float",
+    "trap": "fn trap() -> [] int",
+    "len": "fn len[T, &r](s: &r [T]) -> [] int",
+    "arg_count": "fn arg_count[&a](a: &a Args) -> [args] int",
+    "arg": "fn arg[&a](a: &a Args, n: int) -> [args] &static [byte]",
+    "value_barrier": "fn value_barrier(x: int) -> [] int",
+    "trailing_zeros": "fn trailing_zeros(x: int) -> [] int",
+    "leading_zeros": "fn leading_zeros(x: int) -> [] int",
+    "popcount": "fn popcount(x: int) -> [] int",
+    "copy_within": "fn copy_within[&r](buf: &!r [byte], dst: int, src: int, n: int) -> [] int",
+    "copy_into": "fn copy_into[&d, &s](dst: &!d [byte], src: &s [byte]) -> [] int",
+    "index_of_byte": "fn index_of_byte[&t](text: &t [byte], b: byte) -> [] int",
+    "load_le64": "fn load_le64[&t](text: &t [byte], at: int) -> [] int",
+    "byte_mask64": "fn byte_mask64[&t](text: &t [byte], at: int, b: byte) -> [] int",
+}
+
+# Builtins whose lowering exists in codegen today; others are refused as not supported yet.
+SPECIAL = {"split", "release", "narrow"}
+
+
+def builtin_visible(name: str, edition: int) -> bool:
+    """Is `name` a builtin function in a file of this edition?"""
+    e = BUILTIN_EDITION.get(name)
+    return e is not None and e <= edition
+
+
+def prelude_type_visible(name: str, edition: int) -> bool:
+    e = PRELUDE_TYPE_EDITION.get(name)
+    return e is not None and e <= edition

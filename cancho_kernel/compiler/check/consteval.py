@@ -1,0 +1,82 @@
+"""Integer and float semantics shared by the constant folder and the static evaluator.
+
+These functions ARE the language's arithmetic: they must agree with what codegen emits, trap for
+trap (runtime.md §3.2–3.3). A trap is signalled by raising `Trap` with a message that says why.
+"""
+
+from __future__ import annotations
+
+INT_MIN = -(1 << 63)
+INT_MAX = (1 << 63) - 1
+
+
+class Trap(Exception):
+    """The operation would trap at run time."""
+
+
+def wrap(v: int) -> int:
+    """Two's-complement wrap to 64 bits."""
+    v &= (1 << 64) - 1
+    return v - (1 << 64) if v >= (1 << 63) else v
+
+
+def _checked(v: int, what: str) -> int:
+    if v < INT_MIN or v > INT_MAX:
+        raise Trap(f"this {what} overflows; the operands are literals, so this can only trap")
+    return v
+
+
+def int_binary(op: str, a: int, b: int) -> int | bool:
+    """Evaluate an int operator exactly as the backend does, raising Trap where it traps."""
+    if op == "+":
+        return _checked(a + b, "addition")
+    if op == "-":
+        return _checked(a - b, "subtraction")
+    if op == "*":
+        return _checked(a * b, "multiplication")
+    if op in ("/", "%"):
+        if b == 0:
+            raise Trap("this divides by zero; the operands are literals, so this can only trap")
+        if b == -1:
+            if op == "%":
+                return 0
+            if a == INT_MIN:
+                raise Trap("this division overflows; the operands are literals, so this can only trap")
+            return -a
+        q = abs(a) // abs(b)
+        if (a < 0) != (b < 0):
+            q = -q
+        return q if op == "/" else a - q * b
+    if op in ("<<", ">>"):
+        if b < 0 or b > 63:
+            raise Trap("this shift amount is outside 0..63; the operands are literals, so this can only trap")
+        return wrap(a << b) if op == "<<" else a >> b
+    if op == "&":
+        return a & b
+    if op == "|":
+        return a | b
+    if op == "^":
+        return a ^ b
+    if op == "==":
+        return a == b
+    if op == "!=":
+        return a != b
+    if op == "<":
+        return a < b
+    if op == "<=":
+        return a <= b
+    if op == ">":
+        return a > b
+    if op == ">=":
+        return a >= b
+    raise ValueError(op)
+
+
+def int_neg(a: int) -> int:
+    return _checked(-a, "negation")
+
+
+def byte_of(n: int) -> int:
+    if n < 0 or n > 255:
+        raise Trap(f"`byte_of({n})` is outside 0..255; the argument is a literal, so this can only trap")
+    return n

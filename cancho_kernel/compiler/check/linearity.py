@@ -1,0 +1,258 @@
+"""The linearity check: replay a function's event tree once (language.md §5.2).
+
+The body checker records events while it types a body; this module replays them and reports
+the first violation. Slots are `Local` objects; their mode was fixed when they were declared.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from ..diagnostics import Diagnostic
+from ..source import Span
+
+
+@dataclass
+class Declare:
+    slot: object
+    shadows: Optional[object]
+    span: Span
+
+
+@dataclass
+class Use:
+    slot: object
+    span: Span
+
+
+@dataclass
+class Touch:
+    """A read of a binding that does not move it (field of a val struct, etc.): only lock checks."""
+
+    slot: object
+    span: Span
+
+
+@dataclass
+class Assign:
+    slot: object
+    span: Span
+
+
+@dataclass
+class Discard:
+    ty: object
+    span: Span
+
+
+@dataclass
+class Read:
+    ty: object
+    span: Span
+
+
+@dataclass
+class Return:
+    span: Span
+
+
+@dataclass
+class Freeze:
+    slot: object
+    unique: bool
+    span: Span
+
+
+@dataclass
+class Thaw:
+    slot: object
+    unique: bool
+
+
+@dataclass
+class Scope:
+    events: list
+    span: Span
+
+
+@dataclass
+class Branch:
+    arms: list  # list of event lists
+    span: Span
+
+
+@dataclass
+class Loop:
+    events: list
+    span: Span
+
+
+LIVE, MOVED = "live", "moved"
+
+
+class LinearityError(Exception):
+    def __init__(self, diag: Diagnostic):
+        super().__init__(diag.message)
+        self.diag = diag
+
+
+@dataclass
+class _State:
+    live: dict = field(default_factory=dict)  # slot -> LIVE | MOVED (res slots only)
+    borrow: dict = field(default_factory=dict)  # slot -> ("frozen", n) | ("locked",)
+
+    def copy(self) -> "_State":
+        return _State(dict(self.live), dict(self.borrow))
+
+
+class Replay:
+    """Replays events; `is_res(slot)` and `is_res_type(t)` come from the checker's mode function."""
+
+    def __init__(self, is_res_type: Callable[[object], bool], type_str: Callable[[object], str]):
+        self.is_res_type = is_res_type
+        self.type_str = type_str
+        self.declared_order: list = []
+
+    def fail(self, rule: str, msg: str, span: Span) -> None:
+        raise LinearityError(Diagnostic(rule, msg, span))
+
+    def run(self, events: list, st: _State, declared: list) -> bool:
+        diverged = False
+        for ev in events:
+            if diverged:
+                break
+            diverged = self.step(ev, st, declared)
+        return diverged
+
+    def step(self, ev, st: _State, declared: list) -> bool:
+        if isinstance(ev, Declare):
+            if ev.shadows is not None and st.live.get(ev.shadows) == LIVE:
+                self.fail("linear-value-unconsumed",
+                          f"`{ev.shadows.name}` still holds a res value; shadowing it here would put that value out of reach",
+                          ev.span)
+            if self.is_res_type(ev.slot.ty):
+                st.live[ev.slot] = LIVE
+            declared.append(ev.slot)
+            return False
+        if isinstance(ev, Freeze):
+            s = ev.slot
+            if st.live.get(s) == MOVED:
+                self.fail("linear-use-after-move", f"`{s.name}` was already consumed; there is nothing left to borrow", ev.span)
+            b = st.borrow.get(s)
+            if b is not None and b[0] == "locked":
+                self.fail("borrow-conflict", f"`{s.name}` is already borrowed uniquely here", ev.span)
+            if b is not None and ev.unique:
+                self.fail("borrow-conflict", f"`{s.name}` is borrowed (shared) here, so it cannot be borrowed uniquely", ev.span)
+            if ev.unique:
+                st.borrow[s] = ("locked",)
+            else:
+                st.borrow[s] = ("frozen", (b[1] if b else 0) + 1)
+            return False
+        if isinstance(ev, Thaw):
+            b = st.borrow.get(ev.slot)
+            if b is not None and b[0] == "frozen" and b[1] > 1:
+                st.borrow[ev.slot] = ("frozen", b[1] - 1)
+            else:
+                st.borrow.pop(ev.slot, None)
+            return False
+        if isinstance(ev, (Use, Touch)):
+            s = ev.slot
+            b = st.borrow.get(s)
+            if b is not None and b[0] == "locked":
+                self.fail("borrow-conflict", f"`{s.name}` is borrowed uniquely here, so it cannot be used until the borrow ends", ev.span)
+            state = st.live.get(s)
+            if isinstance(ev, Touch) or state is None:
+                return False
+            if state == MOVED:
+                self.fail("linear-use-after-move", f"`{s.name}` was already consumed; a res value is used exactly once", ev.span)
+            if b is not None:
+                self.fail("borrow-conflict", f"`{s.name}` is borrowed here, so it cannot be moved or consumed", ev.span)
+            st.live[s] = MOVED
+            return False
+        if isinstance(ev, Assign):
+            s = ev.slot
+            if st.borrow.get(s) is not None:
+                self.fail("borrow-conflict", f"`{s.name}` is borrowed here, so it cannot be assigned", ev.span)
+            if st.live.get(s) == LIVE:
+                self.fail("linear-value-unconsumed",
+                          f"assigning to `{s.name}` would discard the res value it still holds", ev.span)
+            if self.is_res_type(s.ty):
+                st.live[s] = LIVE
+            return False
+        if isinstance(ev, Discard):
+            if self.is_res_type(ev.ty):
+                self.fail("linear-value-unconsumed",
+                          f"this discards a res value of type `{self.type_str(ev.ty)}`; it must be consumed", ev.span)
+            return False
+        if isinstance(ev, Read):
+            if self.is_res_type(ev.ty):
+                self.fail("linear-value-taken-apart",
+                          f"`{self.type_str(ev.ty)}` is a res value: a field cannot be read out of it; take the whole value apart",
+                          ev.span)
+            return False
+        if isinstance(ev, Return):
+            for s in declared:
+                if st.live.get(s) == LIVE:
+                    self.fail("linear-value-unconsumed",
+                              f"`{s.name}` still holds a res value of type `{self.type_str(s.ty)}` when the function returns",
+                              ev.span)
+            return True
+        if isinstance(ev, Scope):
+            return self._scope(ev, st, declared)
+        if isinstance(ev, Branch):
+            results = []
+            for arm in ev.arms:
+                s2 = st.copy()
+                d = self.run(arm, s2, list(declared))
+                if d:
+                    continue
+                results.append(s2)
+            if not results:
+                return True
+            first = results[0]
+            for other in results[1:]:
+                for slot in set(first.live) | set(other.live):
+                    if slot in declared and first.live.get(slot) != other.live.get(slot):
+                        self.fail("linear-value-unconsumed",
+                                  f"the branches disagree about `{slot.name}`: one consumes it and another does not", ev.span)
+            keep = {k: v for k, v in first.live.items() if k in declared}
+            st.live = {**{k: v for k, v in st.live.items() if k in declared}, **keep}
+            st.borrow = first.borrow
+            return False
+        if isinstance(ev, Loop):
+            before = st.copy()
+            s2 = st.copy()
+            d = self.run(ev.events, s2, list(declared))
+            if not d:
+                for slot in declared:
+                    if before.live.get(slot) != s2.live.get(slot):
+                        self.fail("linear-value-unconsumed",
+                                  f"`{slot.name}` is consumed inside this loop, which may run more than once (or not at all)",
+                                  ev.span)
+            return False
+        raise TypeError(f"unknown event {ev!r}")
+
+    def _scope(self, ev: Scope, st: _State, declared: list) -> bool:
+        inner_declared = list(declared)
+        n = len(inner_declared)
+        d = self.run(ev.events, st, inner_declared)
+        if not d:
+            for s in inner_declared[n:]:
+                if st.live.get(s) == LIVE:
+                    self.fail("linear-value-unconsumed",
+                              f"`{s.name}` still holds a res value of type `{self.type_str(s.ty)}` at the end of this block",
+                              s.span or ev.span)
+        for s in inner_declared[n:]:
+            st.live.pop(s, None)
+        return d
+
+
+def check_linearity(events: list, is_res_type, type_str) -> Optional[Diagnostic]:
+    """Replay a function body's events; the first violation, or None."""
+    r = Replay(is_res_type, type_str)
+    try:
+        r.run(events, _State(), [])
+    except LinearityError as e:
+        return e.diag
+    return None

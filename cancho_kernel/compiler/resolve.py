@@ -1,0 +1,105 @@
+"""Modules and item tables: which names each module declares, what its imports bind.
+
+A program is a set of files; files declaring the same module share a namespace. Imports bind
+qualifiers per module. `import std.x` adds the std library's module when no file declares it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from . import ast
+from .check.builtins import builtin_visible, prelude_type_visible
+from .diagnostics import Diagnostic
+from .source import SourceFile
+
+STD_DIR = Path(__file__).resolve().parent.parent / "std"
+
+
+@dataclass(eq=False)
+class ItemRef:
+    """One top-level declaration and where it lives."""
+
+    kind: str  # "fn" | "extern" | "struct" | "enum" | "static"
+    name: str
+    decl: ast.Item
+    module: str
+    file: ast.File
+    sig: object = None  # filled by the checker (FnSig, TypeDecl, ...)
+
+    @property
+    def key(self) -> str:
+        return f"{self.module}::{self.name}"
+
+    @property
+    def edition(self) -> int:
+        return self.file.edition
+
+
+@dataclass(eq=False)
+class ModuleScope:
+    name: str
+    files: list[ast.File] = field(default_factory=list)
+    items: dict[str, ItemRef] = field(default_factory=dict)
+    imports: dict[str, str] = field(default_factory=dict)  # qualifier -> module name
+
+
+ITEM_KIND = {ast.FnDecl: "fn", ast.ExternFn: "extern", ast.StructDecl: "struct",
+             ast.EnumDecl: "enum", ast.StaticDecl: "static"}
+
+
+def std_source(module: str) -> Optional[SourceFile]:
+    """The std library file for `std.x`, displayed as `<std>/x.cho`."""
+    if not module.startswith("std."):
+        return None
+    p = STD_DIR / (module[4:].replace(".", "/") + ".cho")
+    if not p.is_file():
+        return None
+    return SourceFile(f"<std>/{p.name}", p.read_text(encoding="utf-8"))
+
+
+def build_modules(files: list[ast.File], diags: list[Diagnostic]) -> dict[str, ModuleScope]:
+    """Group files into modules, declare their items and bind their imports."""
+    modules: dict[str, ModuleScope] = {}
+    for f in files:
+        modules.setdefault(f.module_name, ModuleScope(f.module_name)).files.append(f)
+    for m in modules.values():
+        for f in m.files:
+            for item in f.items:
+                name = item.name.name
+                kind = ITEM_KIND[type(item)]
+                if builtin_visible(name, f.edition) or prelude_type_visible(name, f.edition):
+                    diags.append(Diagnostic(
+                        "builtin-redeclared",
+                        f"`{name}` is a builtin at edition {f.edition} and cannot be declared again; choose another name",
+                        item.name.span))
+                    continue
+                if name in m.items:
+                    diags.append(Diagnostic(
+                        "duplicate-declaration",
+                        f"`{name}` is already declared in this module", item.name.span))
+                    continue
+                m.items[name] = ItemRef(kind, name, item, m.name, f)
+    for m in modules.values():
+        for f in m.files:
+            for imp in f.imports:
+                q = imp.qualifier.name
+                target = imp.dotted
+                if target not in modules:
+                    diags.append(Diagnostic(
+                        "module-not-imported",
+                        f"no module `{target}` in this program", imp.span))
+                    continue
+                if target == "":
+                    continue
+                prev = m.imports.get(q)
+                if prev is not None and prev != target:
+                    diags.append(Diagnostic(
+                        "duplicate-declaration",
+                        f"the qualifier `{q}` is already bound to `{prev}`; use `import {target} as NAME`",
+                        imp.span))
+                    continue
+                m.imports[q] = target
+    return modules
