@@ -1,0 +1,73 @@
+"""The `exe` backend's build half: object file from llvmlite, linked by the system C compiler.
+
+Linking follows the reference exactly (runtime.md §0, §6): ``cc obj -L<p>... -l<n>... -o out``,
+libraries *after* the object (a library named before it resolves nothing) and before ``-o``;
+``$CC`` overrides ``cc``. The object is written beside the output as ``<output>.o`` and removed
+after linking. A missing or failing linker is the environment's fault (exit 3), not the
+program's, so it raises :class:`LinkError`.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import native
+
+
+class LinkError(Exception):
+    """The C toolchain is missing or refused to link: an environment failure (CLI exit 3)."""
+
+
+def linker_command() -> list[str]:
+    """`$CC` split like a shell would (it may be e.g. ``ccache gcc``), else ``cc``."""
+    words = shlex.split(os.environ.get("CC", "") or "cc")
+    return words or ["cc"]
+
+
+def link(object_path: str | Path, out_path: str | Path,
+         libs: Sequence[str] = (), libdirs: Sequence[str] = ()) -> None:
+    """Link one object into an executable; raise :class:`LinkError` with cc's words on failure."""
+    cc = linker_command()
+    argv = [*cc, str(object_path), *(f"-L{p}" for p in libdirs), *(f"-l{n}" for n in libs),
+            "-o", str(out_path)]
+    try:
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False)
+    except OSError as exc:
+        raise LinkError(f"cannot run the linker `{' '.join(cc)}`: {exc.strerror or exc}") from None
+    if proc.returncode != 0:
+        detail = proc.stderr.decode("utf-8", "replace").strip()
+        status = (f"exit status {proc.returncode}" if proc.returncode >= 0
+                  else f"signal {-proc.returncode}")
+        message = f"the linker `{' '.join(cc)}` failed with {status}"
+        raise LinkError(f"{message}\n{detail}" if detail else message)
+
+
+def build_executable(ir_text: str, out_path: str | Path,
+                     libs: Sequence[str] = (), libdirs: Sequence[str] = ()) -> None:
+    """Compile IR text (O2) and link it into ``out_path``.
+
+    Raises :class:`native.InvalidIR` (our bug) or :class:`LinkError` (the environment), and
+    ``OSError`` when the output directory is not writable.
+    """
+    obj = native.emit_object(ir_text)
+    out = Path(out_path)
+    obj_path = out.with_suffix(".o")  # beside the output, as the reference does
+    if obj_path == out:
+        obj_path = out.with_name(out.name + ".o")
+    obj_path.write_bytes(obj)
+    try:
+        link(obj_path, out, libs, libdirs)
+    finally:
+        try:
+            obj_path.unlink()
+        except OSError:
+            pass
+
+
+def write_object(ir_text: str, out_path: str | Path) -> None:
+    """`build --emit obj`: just the object file."""
+    Path(out_path).write_bytes(native.emit_object(ir_text))

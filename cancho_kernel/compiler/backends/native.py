@@ -1,0 +1,115 @@
+"""LLVM plumbing shared by both backends: initialisation, the host target machine, parsing,
+O2 optimisation and code emission.
+
+Everything here takes LLVM IR *text* (what codegen produces) so that the two backends and the
+`ir`/`asm` commands see exactly the same module. Failures to parse or verify that text are the
+compiler's own bugs, never the program's, so they raise :class:`InvalidIR`, which callers turn
+into a diagnostic with rule ``internal``.
+
+llvmlite 0.50 notes (runtime.md §13): ``llvm.initialize()`` raises, and the native asm *parser*
+must be initialised too, or emitting an object for a module containing the ``ud2`` trap (inline
+asm) aborts the whole process.
+"""
+
+from __future__ import annotations
+
+import llvmlite.binding as llvm
+
+# The one piece of module state: LLVM's own target registries are process-global, and
+# initialising them twice is harmless but not free, so remember that it was done.
+_initialised = False
+
+
+class InvalidIR(Exception):
+    """LLVM refused the IR text codegen produced: a compiler bug, reported as rule `internal`."""
+
+
+def ensure_initialised() -> None:
+    """Initialise LLVM's native target, asm printer and asm parser once per process."""
+    global _initialised
+    if not _initialised:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+        llvm.initialize_native_asmparser()
+        _initialised = True
+
+
+def host_triple() -> str:
+    """The triple codegen stamps on modules (and `--version` prints)."""
+    ensure_initialised()
+    return llvm.get_process_triple()
+
+
+def target_machine(jit: bool = False) -> llvm.TargetMachine:
+    """A fresh host target machine: PIC, O2, generic CPU (like `clang -O2` without -march).
+
+    Creating one costs well under a millisecond, so none is cached. The same CPU and features
+    are used for objects and for MCJIT so both backends run the same machine code.
+    """
+    ensure_initialised()
+    target = llvm.Target.from_triple(host_triple())
+    return target.create_target_machine(
+        opt=2,
+        reloc="pic",
+        codemodel="jitdefault" if jit else "default",
+        jit=jit,
+    )
+
+
+def data_layout() -> str:
+    """The host data layout string codegen stamps on modules."""
+    return str(target_machine().target_data)
+
+
+def parse(ir_text: str) -> llvm.ModuleRef:
+    """Parse and verify IR text; stamp the host triple and data layout when the text has none.
+
+    Raises :class:`InvalidIR` when LLVM refuses the text (our bug, never the program's).
+    """
+    ensure_initialised()
+    try:
+        mod = llvm.parse_assembly(ir_text)
+        mod.verify()
+    except RuntimeError as exc:
+        raise InvalidIR(str(exc).strip()) from None
+    if not mod.triple:
+        mod.triple = host_triple()
+    if not mod.data_layout:
+        mod.data_layout = data_layout()
+    return mod
+
+
+def optimize(mod: llvm.ModuleRef, tm: llvm.TargetMachine | None = None) -> None:
+    """Run the new pass manager's O2 pipeline in place.
+
+    -O2 is not optional: codegen keeps every local in an alloca and relies on mem2reg/SROA
+    (runtime.md §0).
+    """
+    tm = tm or target_machine()
+    pto = llvm.create_pipeline_tuning_options(speed_level=2)
+    pb = llvm.create_pass_builder(tm, pto)
+    pb.getModulePassManager().run(mod, pb)
+
+
+def optimized_module(ir_text: str, tm: llvm.TargetMachine | None = None) -> llvm.ModuleRef:
+    """Parse, verify and optimise IR text."""
+    mod = parse(ir_text)
+    optimize(mod, tm)
+    return mod
+
+
+def optimized_ir(ir_text: str) -> str:
+    """The O2-optimised IR text (what `cancho ir` and the `%%ir` magic show)."""
+    return str(optimized_module(ir_text))
+
+
+def emit_object(ir_text: str) -> bytes:
+    """An ELF relocatable object for the host, after O2."""
+    tm = target_machine()
+    return tm.emit_object(optimized_module(ir_text, tm))
+
+
+def emit_asm(ir_text: str) -> str:
+    """Host assembly text after O2 (what `cancho asm` and the `%%asm` magic show)."""
+    tm = target_machine()
+    return tm.emit_assembly(optimized_module(ir_text, tm))

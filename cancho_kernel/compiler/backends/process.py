@@ -1,0 +1,558 @@
+"""The run model both backends share: where a program's streams go, the limits of one run, what
+a run produced, and the loop that feeds stdin and drains stdout/stderr while the program runs.
+
+Why one shared model: the `exe` and `jit` backends must be indistinguishable to a user (same
+bytes, same exit status, same death by signal — kernel.md §2.2). Both therefore get their
+descriptors from :class:`ChildStdio` and are supervised by :func:`pump`; they differ only in how
+the process is started (``posix_spawn`` of a linked binary here, a fork inside the JIT worker in
+``jit.py``), which is abstracted by :class:`ProcessControl`.
+
+Rules every child gets, whichever backend runs it:
+
+* its own process group (except when it inherits the terminal), so a timeout or an interrupt
+  kills everything it started;
+* default dispositions for SIGPIPE and friends (Python ignores SIGPIPE, and ignored signals
+  survive ``exec``), so a write to a pipe whose reader left kills it with signal 13 as in a
+  shell;
+* output beyond the per-stream cap is read and counted but not kept: never lost silently and
+  never blocking the child.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import resource
+import selectors
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Protocol
+
+# Signals a child must see at their default disposition even if this process ignores them.
+RESET_SIGNALS: tuple[int, ...] = (
+    signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM,
+    signal.SIGHUP, signal.SIGCHLD, signal.SIGUSR1, signal.SIGUSR2, signal.SIGALRM,
+)
+
+_READ_CHUNK = 1 << 16
+_WRITE_CHUNK = 1 << 16
+_TICK = 0.05            # how often cancel events and deadlines are looked at (seconds)
+_LEFTOVER_GRACE = 0.25  # after the program ends, how long its descendants may hold the pipes
+_DRAIN_GRACE = 2.0      # ... and how long to drain after they were killed
+
+
+class StdoutKind(str, Enum):
+    """Where a run's standard output goes (kernel.md §2.2)."""
+
+    PIPE = "pipe"
+    DEV_FULL = "/dev/full"
+    CLOSED = "closed"
+    BROKEN_PIPE = "broken-pipe"
+    INHERIT = "inherit"
+
+
+@dataclass(frozen=True)
+class StdoutTarget:
+    """A stdout target. ``broken_after`` (broken-pipe only) is how many bytes the reader accepts
+    before closing its end; 0 closes it before the program starts. ``INHERIT`` hands the
+    caller's own stdin, stdout and stderr to the program (the CLI's `run`)."""
+
+    kind: StdoutKind = StdoutKind.PIPE
+    broken_after: int = 0
+
+    @classmethod
+    def pipe(cls) -> "StdoutTarget":
+        return cls(StdoutKind.PIPE)
+
+    @classmethod
+    def dev_full(cls) -> "StdoutTarget":
+        return cls(StdoutKind.DEV_FULL)
+
+    @classmethod
+    def closed(cls) -> "StdoutTarget":
+        return cls(StdoutKind.CLOSED)
+
+    @classmethod
+    def broken_pipe(cls, after: int = 0) -> "StdoutTarget":
+        if after < 0:
+            raise ValueError("broken_after must be >= 0")
+        return cls(StdoutKind.BROKEN_PIPE, after)
+
+    @classmethod
+    def inherit(cls) -> "StdoutTarget":
+        return cls(StdoutKind.INHERIT)
+
+    @classmethod
+    def parse(cls, text: str) -> "StdoutTarget":
+        """``pipe``, ``/dev/full`` (or ``full``), ``closed``, ``broken-pipe[:N]``, ``inherit``."""
+        name, _, after = text.partition(":")
+        aliases = {"full": StdoutKind.DEV_FULL, "devfull": StdoutKind.DEV_FULL}
+        try:
+            kind = aliases.get(name) or StdoutKind(name)
+        except ValueError:
+            raise ValueError(f"unknown stdout target `{text}`") from None
+        if after and kind is not StdoutKind.BROKEN_PIPE:
+            raise ValueError(f"unknown stdout target `{text}`")
+        return cls(kind, int(after) if after else 0)
+
+
+@dataclass(frozen=True)
+class RunLimits:
+    """Limits of one run. ``None`` means unlimited.
+
+    ``timeout``: wall seconds from the program's start. ``max_output``: bytes kept per stream
+    (the rest is drained and counted). ``memory``: RLIMIT_AS in bytes; under the JIT it is added
+    to the worker's own address space, which the forked child inherits.
+    """
+
+    timeout: float | None = 30.0
+    max_output: int | None = 1 << 20
+    memory: int | None = None
+
+
+@dataclass
+class RunResult:
+    """Everything one run produced, for both backends."""
+
+    stdout: bytes = b""
+    stderr: bytes = b""
+    exit_status: int | None = None
+    signal: int | None = None
+    timed_out: bool = False
+    interrupted: bool = False
+    stdout_total: int = 0
+    stderr_total: int = 0
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    wall_seconds: float = 0.0
+    user_seconds: float = 0.0
+    sys_seconds: float = 0.0
+    peak_rss_bytes: int = 0
+    timeout: float | None = None
+    compile_seconds: float | None = None  # MCJIT time (jit backend only)
+    backend: str = ""
+
+    @property
+    def wait_status(self) -> int | None:
+        """The status as a shell would see it: n, or 128+signal."""
+        if self.exit_status is not None:
+            return self.exit_status
+        if self.signal is not None:
+            return 128 + self.signal
+        return None
+
+    def describe(self) -> str:
+        """How the process ended, in the words the kernel and `cancho test` show."""
+        if self.interrupted:
+            return "interrupted"
+        if self.timed_out:
+            return f"timed out after {self.timeout:g} s" if self.timeout is not None else "timed out"
+        if self.signal is not None:
+            if self.signal == signal.SIGILL:
+                return "trapped: killed by signal 4 (SIGILL)"
+            return f"killed by signal {self.signal} ({signal_name(self.signal)})"
+        if self.exit_status is not None:
+            return f"returned {self.exit_status}"
+        return "ended without a status"
+
+
+def signal_name(signum: int) -> str:
+    """``SIGILL`` for 4; a number this Python does not name stays a number."""
+    try:
+        return signal.Signals(signum).name
+    except ValueError:
+        return f"signal {signum}"
+
+
+def split_wait_status(status: int) -> tuple[int | None, int | None]:
+    """(exit status, None) or (None, signal) from a raw wait status."""
+    if os.WIFSIGNALED(status):
+        return None, os.WTERMSIG(status)
+    if os.WIFEXITED(status):
+        return os.WEXITSTATUS(status), None
+    return None, None
+
+
+def _above_stdio(fd: int) -> int:
+    """Move a descriptor to 3 or above, so installing it on 0/1/2 cannot clobber a sibling.
+
+    Matters when this process itself runs with a standard descriptor closed (``cancho … >&-``),
+    where a new pipe can land on 1.
+    """
+    if fd > 2:
+        return fd
+    high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, 3)
+    os.close(fd)
+    return high
+
+
+def _pipe() -> tuple[int, int]:
+    r, w = os.pipe2(os.O_CLOEXEC)
+    return _above_stdio(r), _above_stdio(w)
+
+
+class ChildStdio:
+    """The descriptors one run's child gets (``child``: 0/1/2 -> fd; a missing key means that
+    descriptor is closed in the child; ``None`` means inherit this process's own), and this
+    process's ends of the pipes. All descriptors are close-on-exec here; whoever starts the
+    child installs them on 0/1/2."""
+
+    def __init__(self, target: StdoutTarget, stdin: bytes = b"") -> None:
+        self.target = target
+        self.stdin_data = memoryview(bytes(stdin))
+        self.child: dict[int, int] | None = {}
+        self.stdin_w: int | None = None
+        self.stdout_r: int | None = None
+        self.stderr_r: int | None = None
+        self._child_owned: list[int] = []
+        try:
+            self._open()
+        except BaseException:
+            self.close()
+            raise
+
+    def _open(self) -> None:
+        kind = self.target.kind
+        if kind is StdoutKind.INHERIT:
+            self.child = None
+            return
+        assert self.child is not None
+        r, w = _pipe()
+        self._child_owned.append(r)
+        self.child[0] = r
+        if self.stdin_data:
+            self.stdin_w = w
+        else:
+            os.close(w)  # empty stdin: end of input at once, never a hang
+        if kind in (StdoutKind.PIPE, StdoutKind.BROKEN_PIPE):
+            r, w = _pipe()
+            self._child_owned.append(w)
+            self.child[1] = w
+            if kind is StdoutKind.BROKEN_PIPE and self.target.broken_after == 0:
+                os.close(r)  # the reader leaves before the program starts
+            else:
+                self.stdout_r = r
+        elif kind is StdoutKind.DEV_FULL:
+            fd = _above_stdio(os.open("/dev/full", os.O_WRONLY | os.O_CLOEXEC))
+            self._child_owned.append(fd)
+            self.child[1] = fd
+        # CLOSED: no key 1.
+        r, w = _pipe()
+        self._child_owned.append(w)
+        self.child[2] = w
+        self.stderr_r = r
+
+    def close_child_ends(self) -> None:
+        """Drop this process's copies of the child's descriptors once the child has its own
+        (otherwise the pipes never reach end of file)."""
+        for fd in self._child_owned:
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        self._child_owned = []
+
+    def close(self) -> None:
+        """Close everything still open (idempotent)."""
+        self.close_child_ends()
+        for name in ("stdin_w", "stdout_r", "stderr_r"):
+            fd = getattr(self, name)
+            if fd is not None:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+                setattr(self, name, None)
+
+
+class _Sink:
+    """Keeps the first ``cap`` bytes of a stream and counts all of them. ``stop_after`` makes
+    the reader leave after that many bytes (the broken-pipe target)."""
+
+    def __init__(self, cap: int | None, stop_after: int | None = None) -> None:
+        self.cap = cap
+        self.stop_after = stop_after
+        self.data = bytearray()
+        self.total = 0
+
+    def want(self) -> int:
+        if self.stop_after is None:
+            return _READ_CHUNK
+        return max(0, min(_READ_CHUNK, self.stop_after - self.total))
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        if self.cap is None:
+            self.data += chunk
+        elif len(self.data) < self.cap:
+            self.data += chunk[: self.cap - len(self.data)]
+
+    @property
+    def done(self) -> bool:
+        return self.stop_after is not None and self.total >= self.stop_after
+
+    @property
+    def truncated(self) -> bool:
+        return self.cap is not None and self.total > self.cap
+
+
+class ProcessControl(Protocol):
+    """How :func:`pump` learns that the program started and ended, and how it kills it."""
+
+    started: bool   # the program is running (arms the wall-time deadline)
+    finished: bool  # the program has ended and its status is known
+
+    def fileno(self) -> int | None:
+        """A descriptor that becomes readable when there is news, or None to be polled."""
+
+    def on_ready(self) -> None:
+        """Take the news (or poll, when :meth:`fileno` is None)."""
+
+    def kill(self) -> None:
+        """Kill the program and everything it started (SIGKILL to its process group)."""
+
+
+@dataclass
+class PumpOutcome:
+    """What the supervision loop observed besides the exit status."""
+
+    stdout: _Sink
+    stderr: _Sink
+    timed_out: bool
+    interrupted: bool
+
+
+def pump(stdio: ChildStdio, control: ProcessControl, limits: RunLimits,
+         cancel: threading.Event | None) -> PumpOutcome:
+    """Feed stdin, drain stdout and stderr, enforce the deadline and the cancel event, until the
+    program has ended and its output pipes are at end of file.
+
+    One thread, one selector: a 100 MB flood is read as fast as it comes and only ``max_output``
+    bytes of it are kept, and a child that never reads its stdin never blocks us.
+    """
+    target = stdio.target
+    out_sink = _Sink(limits.max_output,
+                     target.broken_after if target.kind is StdoutKind.BROKEN_PIPE else None)
+    err_sink = _Sink(limits.max_output)
+    sel = selectors.DefaultSelector()
+    outputs: set[int] = set()
+    stdin_pos = 0
+
+    def close_output(fd: int) -> None:
+        sel.unregister(fd)
+        outputs.discard(fd)
+        os.close(fd)
+        if fd == stdio.stdout_r:
+            stdio.stdout_r = None
+        elif fd == stdio.stderr_r:
+            stdio.stderr_r = None
+
+    def reader(fd: int, sink: _Sink) -> Callable[[], None]:
+        def on_readable() -> None:
+            try:
+                chunk = os.read(fd, sink.want())
+            except BlockingIOError:
+                return
+            except OSError:
+                chunk = b""
+            if chunk:
+                sink.add(chunk)
+            if not chunk or sink.done:
+                close_output(fd)
+        return on_readable
+
+    def write_stdin() -> None:
+        nonlocal stdin_pos
+        fd = stdio.stdin_w
+        assert fd is not None
+        try:
+            stdin_pos += os.write(fd, stdio.stdin_data[stdin_pos: stdin_pos + _WRITE_CHUNK])
+        except BlockingIOError:
+            return
+        except OSError:  # EPIPE: the program ended or closed its stdin; the rest is moot
+            stdin_pos = len(stdio.stdin_data)
+        if stdin_pos >= len(stdio.stdin_data):
+            sel.unregister(fd)
+            os.close(fd)
+            stdio.stdin_w = None
+
+    for fd, sink in ((stdio.stdout_r, out_sink), (stdio.stderr_r, err_sink)):
+        if fd is not None:
+            if sink.done:  # broken pipe after 0 bytes never gets here; kept for clarity
+                continue
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ, reader(fd, sink))
+            outputs.add(fd)
+    if stdio.stdin_w is not None:
+        os.set_blocking(stdio.stdin_w, False)
+        sel.register(stdio.stdin_w, selectors.EVENT_WRITE, write_stdin)
+    control_fd: int | None = None
+
+    timed_out = interrupted = killed = leftovers_killed = False
+    deadline: float | None = None
+    finished_at: float | None = None
+    try:
+        while True:
+            fd_now = None if control.finished else control.fileno()
+            if fd_now != control_fd:
+                if control_fd is not None:
+                    sel.unregister(control_fd)
+                if fd_now is not None:
+                    sel.register(fd_now, selectors.EVENT_READ, control.on_ready)
+                control_fd = fd_now
+            now = time.monotonic()
+            if control.started and deadline is None and limits.timeout is not None:
+                deadline = now + limits.timeout
+            if control.finished:
+                if not outputs:
+                    break
+                # The program ended but something it started still holds the pipes.
+                finished_at = finished_at or now
+                if not leftovers_killed and now - finished_at > _LEFTOVER_GRACE:
+                    control.kill()
+                    leftovers_killed = True
+                elif now - finished_at > _LEFTOVER_GRACE + _DRAIN_GRACE:
+                    break
+            elif not killed:
+                if cancel is not None and cancel.is_set():
+                    interrupted = killed = True
+                    control.kill()
+                elif deadline is not None and now >= deadline:
+                    timed_out = killed = True
+                    control.kill()
+            wait = _TICK
+            if deadline is not None and not killed:
+                wait = max(0.0, min(wait, deadline - now))
+            for key, _ in sel.select(wait):
+                key.data()
+            if control_fd is None and not control.finished:
+                control.on_ready()
+    finally:
+        sel.close()
+    return PumpOutcome(out_sink, err_sink, timed_out, interrupted)
+
+
+def result_from(outcome: PumpOutcome, wait_status: int | None, *, wall: float,
+                user: float = 0.0, system: float = 0.0, maxrss_kib: int = 0,
+                timeout: float | None = None, backend: str = "") -> RunResult:
+    """Assemble a :class:`RunResult` from the supervision outcome and the wait status."""
+    exit_status, sig = split_wait_status(wait_status) if wait_status is not None else (None, None)
+    return RunResult(
+        stdout=bytes(outcome.stdout.data), stderr=bytes(outcome.stderr.data),
+        exit_status=exit_status, signal=sig,
+        timed_out=outcome.timed_out, interrupted=outcome.interrupted,
+        stdout_total=outcome.stdout.total, stderr_total=outcome.stderr.total,
+        stdout_truncated=outcome.stdout.truncated, stderr_truncated=outcome.stderr.truncated,
+        wall_seconds=wall, user_seconds=user, sys_seconds=system,
+        peak_rss_bytes=maxrss_kib * 1024, timeout=timeout, backend=backend,
+    )
+
+
+class _SpawnedChild:
+    """:class:`ProcessControl` for a child of this process, watched through a pidfd."""
+
+    def __init__(self, pid: int, own_group: bool) -> None:
+        self.pid = pid
+        self.own_group = own_group
+        self.started = True
+        self.finished = False
+        self.status: int | None = None
+        self.rusage: resource.struct_rusage | None = None
+        self.ended_at: float | None = None
+        try:
+            self._pidfd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):
+            self._pidfd = None  # old kernel: poll every tick instead
+
+    def fileno(self) -> int | None:
+        return self._pidfd
+
+    def on_ready(self) -> None:
+        pid, status, rusage = os.wait4(self.pid, os.WNOHANG)
+        if pid == self.pid:
+            self.ended_at = time.monotonic()
+            self.status, self.rusage, self.finished = status, rusage, True
+
+    def kill(self) -> None:
+        try:
+            if self.own_group:
+                os.killpg(self.pid, signal.SIGKILL)
+            elif not self.finished:
+                os.kill(self.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+    def close(self) -> None:
+        if self._pidfd is not None:
+            os.close(self._pidfd)
+            self._pidfd = None
+
+
+# Sets RLIMIT_AS, then becomes the program. posix_spawn cannot set a resource limit, and the
+# caller may have threads, so no Python code may run between fork and exec here; a tiny
+# trampoline interpreter does it instead (only when a memory limit is asked for).
+_RLIMIT_TRAMPOLINE = (
+    "import os,resource,signal,sys\n"
+    "n=int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_AS,(n,n))\n"
+    "for s in (signal.SIGPIPE,signal.SIGXFSZ): signal.signal(s,signal.SIG_DFL)\n"
+    "try: os.execv(sys.argv[2],sys.argv[3:])\n"
+    "except OSError as e: os.write(2,('cannot run %s: %s\\n'%(sys.argv[2],e.strerror)).encode()); os._exit(127)\n"
+)
+
+
+def _spawn(path: str, argv: Sequence[str], stdio: ChildStdio, memory: int | None,
+           own_group: bool) -> int:
+    actions: list[tuple] = []
+    if stdio.child is not None:
+        for target_fd in (0, 1, 2):
+            fd = stdio.child.get(target_fd)
+            if fd is None:
+                actions.append((os.POSIX_SPAWN_CLOSE, target_fd))
+            else:
+                actions.append((os.POSIX_SPAWN_DUP2, fd, target_fd))
+    exe, args = path, list(argv)
+    if memory is not None:
+        exe = sys.executable
+        args = [sys.executable, "-I", "-S", "-c", _RLIMIT_TRAMPOLINE, str(memory), path, *argv]
+    kwargs: dict = {"file_actions": actions, "setsigdef": RESET_SIGNALS, "setsigmask": ()}
+    if own_group:
+        kwargs["setpgroup"] = 0
+    return os.posix_spawn(exe, args, dict(os.environ), **kwargs)
+
+
+def run_executable(path: str | os.PathLike, argv: Sequence[str] | None = None, stdin: bytes = b"",
+                   target: StdoutTarget = StdoutTarget(), limits: RunLimits = RunLimits(),
+                   cancel: threading.Event | None = None) -> RunResult:
+    """Run a linked program under the shared run model.
+
+    ``argv`` is the whole vector including ``argv[0]`` (default: ``[path]``), so a caller can
+    give both backends the same one. Raises ``OSError`` if the file cannot be executed.
+    """
+    path = os.fspath(path)
+    argv = list(argv) if argv else [path]
+    own_group = target.kind is not StdoutKind.INHERIT  # a terminal's job control needs ours
+    stdio = ChildStdio(target, stdin)
+    try:
+        start = time.monotonic()
+        pid = _spawn(path, argv, stdio, limits.memory, own_group)
+        stdio.close_child_ends()
+        control = _SpawnedChild(pid, own_group)
+        try:
+            outcome = pump(stdio, control, limits, cancel)
+        finally:
+            if not control.finished:  # only on an exception escaping pump
+                control.kill()
+                os.waitpid(pid, 0)
+            control.close()
+    finally:
+        stdio.close()
+    ru = control.rusage
+    return result_from(
+        outcome, control.status, wall=(control.ended_at or time.monotonic()) - start,
+        user=ru.ru_utime if ru else 0.0, system=ru.ru_stime if ru else 0.0,
+        maxrss_kib=ru.ru_maxrss if ru else 0, timeout=limits.timeout, backend="exe")
