@@ -246,6 +246,13 @@ def test_validate_rejects_a_malformed_document() -> None:
     assert any("ratio" in e for e in errs)
 
 
+def test_jit_variant_runs_through_the_cli_and_says_it_includes_start_up() -> None:
+    v = harness.cancho_jit(Path("benchmarks/programs/putchar_8m.cho"))
+    assert list(v.argv) == [sys.executable, "-m", "cancho_kernel.cli", "run", "--backend", "jit",
+                            "benchmarks/programs/putchar_8m.cho"]
+    assert v.cwd == str(REPO) and v.note is not None and "start-up" in v.note
+
+
 def test_command_line_refuses_zero_runs() -> None:
     from benchmarks.__main__ import parse_args
 
