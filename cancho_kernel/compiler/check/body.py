@@ -1,0 +1,783 @@
+"""Checking one function body: types, places, regions, effects performed, constant folding.
+
+The walk types every expression (recorded in `expr.ty`, with what a name or call resolved to in
+`expr.info`) and records the linearity event tree (`linearity.py`) at the same time, so the
+replay sees exactly the evaluation order the code generator will emit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from .. import ast
+from ..diagnostics import Refusal
+from ..resolve import ItemRef, ModuleScope
+from ..source import Span
+from . import builtins as B
+from . import linearity as L
+from .consteval import Trap, byte_of, int_binary, int_neg, wrap
+from .signatures import (FnSig, TypeResolver, builtin_signature, split_fields)
+from .types import (BOOL, BYTE, F32, FLOAT, INT, STATIC, UNIT, Adt, BoxT, Cap, FnT, Handle, LabelT,
+                    Param, Prim, Ref, Region, Slice, Tuple, Type, fresh_id, regions_in)
+
+
+class Poisoned(Exception):
+    """The body uses a declaration whose own signature was refused: report nothing more here."""
+
+
+@dataclass(eq=False)
+class Local:
+    """One binding: a parameter, `let`/`var`, a destructured name, or a borrow's reference."""
+
+    name: str
+    ty: Type
+    mutable: bool
+    span: Span
+    kind: str  # "param" | "let" | "var" | "borrow" | "field"
+    open_regions: tuple = ()
+    uid: int = field(default_factory=fresh_id)
+
+
+@dataclass
+class CallTarget:
+    """What a call resolved to; codegen dispatches on `kind`."""
+
+    kind: str  # "fn" | "extern" | "builtin" | "indirect"
+    name: str
+    item: Optional[ItemRef] = None
+    sig: Optional[FnSig] = None
+    subst: dict = field(default_factory=dict)
+
+
+@dataclass(eq=False)
+class CheckedFn:
+    """A checked function body and everything codegen and the authority report need."""
+
+    item: ItemRef
+    sig: FnSig
+    params: list[Local]
+    bindings: dict = field(default_factory=dict)  # id(stmt) -> Local or list[Local]
+    regions: dict = field(default_factory=dict)  # id(Borrow/RegionStmt) -> Region
+    events: list = field(default_factory=list)
+    performed: set = field(default_factory=set)
+    callees: list = field(default_factory=list)  # ItemRefs of called fns/externs
+    folded_operators: int = 0
+    folded_calls: int = 0
+
+
+ARITH = {"+", "-", "*", "/"}
+COMPARE = {"<", "<=", ">", ">="}
+EQUALITY = {"==", "!="}
+BITS = {"|", "^", "&", "<<", ">>"}
+LOGIC = {"&&", "||"}
+EQ_SCALARS = {INT, BOOL, BYTE, FLOAT, F32, Prim("c_ptr")}
+
+
+def tstr(t: Type) -> str:
+    return str(t)
+
+
+class BodyChecker:
+    """Checks one `fn` body against its signature."""
+
+    def __init__(self, item: ItemRef, sig: FnSig, modules: dict[str, ModuleScope],
+                 is_res: Callable[[Type], bool], type_decls: dict):
+        self.item = item
+        self.sig = sig
+        self.modules = modules
+        self.module = modules[item.module]
+        self.edition = item.edition
+        self.is_res = is_res
+        self.type_decls = type_decls
+        self.scopes: list[dict[str, Local]] = [{}]
+        self.open_regions: list[Region] = []  # borrow/arena regions, innermost last
+        self.region_names: list[dict[str, Region]] = [dict(sig.regions)]
+        self.arenas: list[Region] = []
+        self.ev: list = []
+        self.consts: dict[int, object] = {}
+        self.out = CheckedFn(item, sig, [])
+
+    # ------------------------------------------------------------ helpers
+
+    def fail(self, rule: str, msg: str, span: Span):
+        raise Refusal(rule, msg, span)
+
+    def mismatch(self, expected: Type | str, found: Type, span: Span):
+        exp = expected if isinstance(expected, str) else f"`{expected}`"
+        self.fail("type-mismatch", f"expected {exp}, found `{found}`", span)
+
+    def emit(self, ev) -> None:
+        self.ev.append(ev)
+
+    def sub_events(self, fn: Callable[[], object]) -> tuple[list, object]:
+        saved = self.ev
+        self.ev = []
+        try:
+            r = fn()
+            return self.ev, r
+        finally:
+            self.ev = saved
+
+    def lookup_local(self, name: str) -> Optional[Local]:
+        for sc in reversed(self.scopes):
+            if name in sc:
+                return sc[name]
+        return None
+
+    def lookup_region(self, name: str) -> Optional[Region]:
+        if name == "static":
+            return STATIC
+        for env in reversed(self.region_names):
+            if name in env:
+                return env[name]
+        return None
+
+    def declare(self, name: str, ty: Type, mutable: bool, span: Span, kind: str) -> Local:
+        loc = Local(name, ty, mutable, span, kind, tuple(self.open_regions))
+        shadows = self.lookup_local(name)
+        self.scopes[-1][name] = loc
+        self.emit(L.Declare(loc, shadows, span))
+        return loc
+
+    def resolver(self) -> TypeResolver:
+        env: dict[str, Region] = {}
+        for e in self.region_names:
+            env.update(e)
+        return TypeResolver(self.modules, self.item.module, self.edition, env, self.sig.tparams)
+
+    def outlives(self, a: Region, b: Region) -> bool:
+        """Does region a outlive region b (in this function)?"""
+        if a is b or a is STATIC:
+            return True
+        if b is STATIC:
+            return False
+        if a.kind == "param":
+            if b.kind != "param":
+                return True
+            # where inner <= outer: outer outlives inner; transitive closure.
+            seen, todo = set(), [b]
+            while todo:
+                x = todo.pop()
+                if x is a:
+                    return True
+                if x.uid in seen:
+                    continue
+                seen.add(x.uid)
+                todo += [o for (i, o) in self.sig.where if i is x]
+            return False
+        if b.kind == "param":
+            return False
+        return a in b.ancestors
+
+    # ------------------------------------------------------------ type relations
+
+    def bind(self, formal: Type, actual: Type, tsub: dict, rsub: dict, callee_regions: set,
+             span: Span, top: bool = True) -> None:
+        """Match an actual type against a formal one, instantiating the callee's type and region
+        parameters (first argument wins) and allowing the two implicit coercions."""
+        if isinstance(formal, Param) and formal.owner != self.item.key:
+            cur = tsub.get(formal.name)
+            if cur is None:
+                tsub[formal.name] = actual
+                return
+            formal = cur
+            if self.same(cur, actual):
+                return
+            self.mismatch(cur, actual, span)
+        if isinstance(formal, Ref):
+            if not isinstance(actual, Ref):
+                self.mismatch(self.show(formal, tsub, rsub), actual, span)
+            if formal.unique and not actual.unique:
+                self.mismatch(self.show(formal, tsub, rsub), actual, span)
+            if formal.region.uid in callee_regions:
+                cur = rsub.get(formal.region.uid)
+                if cur is None:
+                    rsub[formal.region.uid] = actual.region
+                elif not self.outlives(actual.region, cur):
+                    self.fail("reference-escapes-region",
+                              f"`{actual}` does not outlive `{cur.name}`, the region this call already chose for `&{formal.region.name}`",
+                              span)
+            elif not self.outlives(actual.region, formal.region):
+                self.fail("reference-escapes-region",
+                          f"`{actual}` does not outlive `{formal.region.name}`", span)
+            self.bind(formal.target, actual.target, tsub, rsub, callee_regions, span, top=False)
+            return
+        if isinstance(formal, Slice) and isinstance(actual, Slice):
+            self.bind(formal.elem, actual.elem, tsub, rsub, callee_regions, span, top=False)
+            return
+        if isinstance(formal, Tuple) and isinstance(actual, Tuple) and len(formal.parts) == len(actual.parts):
+            for f, a in zip(formal.parts, actual.parts):
+                self.bind(f, a, tsub, rsub, callee_regions, span, top=False)
+            return
+        if isinstance(formal, BoxT) and isinstance(actual, BoxT):
+            self.bind(formal.inner, actual.inner, tsub, rsub, callee_regions, span, top=False)
+            return
+        if isinstance(formal, Adt) and isinstance(actual, Adt) and formal.key == actual.key \
+                and len(formal.args) == len(actual.args):
+            for f, a in zip(formal.args, actual.args):
+                self.bind(f, a, tsub, rsub, callee_regions, span, top=False)
+            return
+        if isinstance(formal, FnT) and isinstance(actual, FnT) and self.same(formal, actual):
+            return
+        if formal == actual:
+            return
+        self.mismatch(self.show(formal, tsub, rsub), actual, span)
+
+    def show(self, t: Type, tsub: dict, rsub: dict) -> Type:
+        from .types import substitute
+        s = {("T", k): v for k, v in tsub.items()}
+        s.update({("R", k): v for k, v in rsub.items()})
+        return substitute(t, s)
+
+    def same(self, a: Type, b: Type) -> bool:
+        return a == b
+
+    def coerce(self, actual: Type, expected: Type, span: Span) -> None:
+        """`actual` may be used where `expected` is wanted (unique→shared, outliving regions)."""
+        self.bind(expected, actual, {}, {}, set(), span)
+
+    # ------------------------------------------------------------ entry
+
+    def check(self, decl: ast.FnDecl) -> CheckedFn:
+        for (name, ty), p in zip(self.sig.params, decl.params):
+            loc = self.declare(name, ty, False, p.name.span, "param")
+            self.out.params.append(loc)
+        body_events, _ = self.sub_events(lambda: self.block_stmts(decl.body))
+        self.out.events = self.ev + [L.Scope(body_events, decl.body.span)]
+        return self.out
+
+    def block_stmts(self, block: ast.Block) -> None:
+        for s in block.stmts:
+            self.stmt(s)
+
+    def scoped_block(self, block: ast.Block, extra: Optional[Callable[[], None]] = None,
+                     region: Optional[tuple[str, Region]] = None) -> list:
+        """Check a block in a new scope; returns its events wrapped in one Scope event."""
+        self.scopes.append({})
+        if region is not None:
+            self.region_names.append({region[0]: region[1]})
+            self.open_regions.append(region[1])
+        try:
+            def run():
+                if extra is not None:
+                    extra()
+                self.block_stmts(block)
+            evs, _ = self.sub_events(run)
+        finally:
+            self.scopes.pop()
+            if region is not None:
+                self.region_names.pop()
+                self.open_regions.pop()
+        return [L.Scope(evs, block.span)]
+
+    # ------------------------------------------------------------ statements
+
+    def stmt(self, s: ast.Stmt) -> None:
+        if isinstance(s, ast.Let):
+            t = self.expr(s.value)
+            if s.ty is not None:
+                want = self.resolver().resolve(s.ty)
+                self.coerce(t, want, s.value.span)
+                t = want
+            if t == UNIT:
+                self.fail("type-mismatch", "this expression has no value to bind", s.value.span)
+            self.out.bindings[id(s)] = self.declare(s.name.name, t, s.mutable, s.name.span,
+                                                    "var" if s.mutable else "let")
+        elif isinstance(s, ast.LetStruct):
+            self.let_struct(s)
+        elif isinstance(s, ast.LetTuple):
+            t = self.expr(s.value)
+            if not isinstance(t, Tuple):
+                self.fail("not-a-tuple", f"`let (..)` takes a tuple apart, but this is `{t}`", s.value.span)
+            if len(t.parts) != len(s.names):
+                self.fail("arity-mismatch", f"this tuple has {len(t.parts)} components, the pattern names {len(s.names)}", s.span)
+            self.unsupported("tuples", s.span)
+        elif isinstance(s, ast.Assign):
+            self.assign(s)
+        elif isinstance(s, ast.ExprStmt):
+            t = self.expr(s.expr)
+            self.emit(L.Discard(t, s.span))
+        elif isinstance(s, ast.If):
+            self.if_stmt(s)
+        elif isinstance(s, ast.While):
+            def loop():
+                self.cond(s.cond)
+                self.ev.extend(self.scoped_block(s.body))
+            evs, _ = self.sub_events(loop)
+            # The condition is evaluated before the first iteration as well.
+            self.cond(s.cond)
+            self.emit(L.Loop(evs, s.span))
+        elif isinstance(s, ast.Return):
+            t = self.expr(s.value)
+            for r in regions_in(t):
+                if r.kind in ("borrow", "arena"):
+                    self.fail("reference-escapes-region",
+                              f"this returns `{t}`, a reference into `{r.name}`, which ends before the function returns",
+                              s.value.span)
+            self.coerce(t, self.sig.ret, s.value.span)
+            self.emit(L.Return(s.span))
+        elif isinstance(s, ast.Borrow):
+            self.borrow(s)
+        elif isinstance(s, ast.RegionStmt):
+            if self.lookup_region(s.name.name) is not None:
+                self.fail("duplicate-declaration", f"region `{s.name.name}` is already in scope", s.name.span)
+            reg = Region(s.name.name, "arena", tuple(reversed(self.open_regions)))
+            self.out.regions[id(s)] = reg
+            self.arenas.append(reg)
+            try:
+                self.ev.extend(self.scoped_block(s.body, region=(s.name.name, reg)))
+            finally:
+                self.arenas.pop()
+        elif isinstance(s, ast.Match):
+            self.unsupported("`match`", s.span)
+        elif isinstance(s, ast.Defer):
+            self.unsupported("`defer`", s.span)
+        else:
+            self.fail("internal", f"unexpected statement {type(s).__name__}", s.span)
+
+    def unsupported(self, what: str, span: Span):
+        self.fail("internal", f"{what} is not supported yet by cancho-kernel", span)
+
+    def cond(self, e: ast.Expr) -> None:
+        t = self.expr(e)
+        if t != BOOL:
+            self.mismatch(BOOL, t, e.span)
+
+    def if_stmt(self, s: ast.If) -> None:
+        self.cond(s.cond)
+        then = self.scoped_block(s.then)
+        if s.else_ is None:
+            other: list = []
+        elif isinstance(s.else_, ast.If):
+            other, _ = self.sub_events(lambda: self.if_stmt(s.else_))
+        else:
+            other = self.scoped_block(s.else_)
+        self.emit(L.Branch([then, other], s.span))
+
+    def let_struct(self, s: ast.LetStruct) -> None:
+        t = self.expr(s.value)
+        if isinstance(t, Cap) or isinstance(t, Handle) or isinstance(t, BoxT):
+            self.fail("capability-misused", f"`{t}` cannot be taken apart; release it instead", s.span)
+        if not isinstance(t, Adt) or t.key.startswith("::") and not t.key.startswith("::Split"):
+            self.fail("not-a-struct", f"`let {s.struct.name} {{ .. }}` takes a struct apart, but this is `{t}`", s.value.span)
+        if t.key.startswith("::Split"):
+            if s.struct.name != "Split" or s.qualifier is not None:
+                self.mismatch(f"`{s.struct.name}`", t, s.value.span)
+            fields = split_fields(t)
+        else:
+            self.unsupported("struct destructuring", s.span)
+        names = {n for n, _ in fields}
+        seen: set[str] = set()
+        for f in s.fields:
+            if f.name not in names:
+                self.fail("unknown-name", f"`{t}` has no field `{f.name}`", f.span)
+            if f.name in seen:
+                self.fail("duplicate-declaration", f"field `{f.name}` is named twice", f.span)
+            seen.add(f.name)
+        missing = [n for n, _ in fields if n not in seen]
+        if missing:
+            self.fail("missing-field",
+                      f"destructuring takes the whole value apart: name every field of `{t}`; missing `{missing[0]}`",
+                      s.span)
+        ftypes = dict(fields)
+        locs = [self.declare(f.name, ftypes[f.name], False, f.span, "field") for f in s.fields]
+        self.out.bindings[id(s)] = locs
+
+    def assign(self, s: ast.Assign) -> None:
+        target = s.target
+        vt = self.expr(s.value)
+        if isinstance(target, ast.Name):
+            loc = self.lookup_local(target.name)
+            if loc is None:
+                if target.name in self.module.items:
+                    self.fail("not-a-place", f"`{target.name}` is not a variable; only `var` bindings can be assigned", target.span)
+                self.fail("unknown-name", f"`{target.name}` is not in scope", target.span)
+            if not loc.mutable:
+                self.fail("assign-to-immutable",
+                          f"`{target.name}` is not a `var`; declare it with `var {target.name} = ...` to assign to it",
+                          target.span)
+            for r in regions_in(vt):
+                if r.kind in ("borrow", "arena") and r not in loc.open_regions:
+                    self.fail("reference-escapes-region",
+                              f"`{target.name}` outlives region `{r.name}`, so it cannot hold `{vt}`", s.value.span)
+            self.coerce(vt, loc.ty, s.value.span)
+            target.ty = loc.ty
+            target.info = loc
+            self.emit(L.Assign(loc, target.span))
+            return
+        if isinstance(target, ast.Index):
+            bt = self.expr(target.base)
+            it = self.expr(target.index)
+            if not (isinstance(bt, Ref) and isinstance(bt.target, Slice)):
+                self.fail("not-a-slice", f"only a slice can be indexed; this is `{bt}`", target.base.span)
+            if it != INT:
+                self.mismatch(INT, it, target.index.span)
+            if not bt.unique:
+                self.fail("shared-reference-written",
+                          f"`{bt}` is a shared slice; writing needs a unique reference `&!`", target.span)
+            self.coerce(vt, bt.target.elem, s.value.span)
+            target.ty = bt.target.elem
+            return
+        if isinstance(target, ast.Unary) and target.op == "*":
+            rt = self.expr(target.operand)
+            if not isinstance(rt, Ref):
+                self.fail("not-a-reference", f"only a reference can be dereferenced; this is `{rt}`", target.operand.span)
+            if not rt.unique:
+                self.fail("shared-reference-written", f"`{rt}` is a shared reference; writing needs `&!`", target.span)
+            if self.is_res(rt.target):
+                self.fail("linear-value-unconsumed", f"`*r = ..` would overwrite a res value of type `{rt.target}`", target.span)
+            self.coerce(vt, rt.target, s.value.span)
+            target.ty = rt.target
+            return
+        if isinstance(target, (ast.FieldAccess, ast.TupleIndex)):
+            self.unsupported("field assignment", target.span)
+        self.fail("not-a-place", "only a `var`, `s[i]` through a unique slice, a field through a unique reference, or `*r` can be assigned",
+                  target.span)
+
+    def borrow(self, s: ast.Borrow) -> None:
+        loc = self.lookup_local(s.target.name)
+        if loc is None:
+            self.fail("unknown-name", f"`{s.target.name}` is not in scope; `borrow` takes a binding name", s.target.span)
+        if s.mutable != s.unique:
+            want = "borrow mut x as &!r" if s.mutable else "borrow x as &r"
+            self.fail("type-mismatch", f"`mut` and `&!` go together: write `{want}`", s.span)
+        if self.lookup_region(s.region.name) is not None:
+            self.fail("duplicate-declaration", f"region `{s.region.name}` is already in scope", s.region.span)
+        if isinstance(loc.ty, Ref):
+            pass  # a reference to a reference: legal, if unusual
+        reg = Region(s.region.name, "borrow", tuple(reversed(self.open_regions)))
+        self.out.regions[id(s)] = reg
+        self.emit(L.Freeze(loc, s.unique, s.target.span))
+
+        def bind_ref():
+            self.out.bindings[id(s)] = (loc, self.declare(s.region.name, Ref(reg, s.unique, loc.ty), False,
+                                                          s.region.span, "borrow"))
+        self.ev.extend(self.scoped_block(s.body, extra=bind_ref, region=(s.region.name, reg)))
+        self.emit(L.Thaw(loc, s.unique))
+
+    # ------------------------------------------------------------ expressions
+
+    def expr(self, e: ast.Expr) -> Type:
+        t = self._expr(e)
+        e.ty = t
+        return t
+
+    def _expr(self, e: ast.Expr) -> Type:
+        if isinstance(e, ast.IntLit):
+            self.consts[id(e)] = e.value
+            return INT
+        if isinstance(e, ast.BoolLit):
+            self.consts[id(e)] = e.value
+            return BOOL
+        if isinstance(e, ast.FloatLit):
+            if e.is_f32:
+                if self.edition < 6:
+                    self.fail("type-mismatch", "`f32` literals need `edition 6;` or later", e.span)
+                return F32
+            return FLOAT
+        if isinstance(e, ast.StrLit):
+            return Ref(STATIC, False, Slice(BYTE))
+        if isinstance(e, ast.Name):
+            return self.name(e)
+        if isinstance(e, ast.Unary):
+            return self.unary(e)
+        if isinstance(e, ast.Binary):
+            return self.binary(e)
+        if isinstance(e, ast.Call):
+            return self.call(e)
+        if isinstance(e, ast.Index):
+            bt = self.expr(e.base)
+            it = self.expr(e.index)
+            if not (isinstance(bt, Ref) and isinstance(bt.target, Slice)):
+                self.fail("not-a-slice", f"only a slice can be indexed; this is `{bt}`", e.base.span)
+            if it != INT:
+                self.mismatch(INT, it, e.index.span)
+            return bt.target.elem
+        if isinstance(e, ast.SliceExpr):
+            bt = self.expr(e.base)
+            lt = self.expr(e.lo)
+            ht = self.expr(e.hi)
+            if not (isinstance(bt, Ref) and isinstance(bt.target, Slice)):
+                self.fail("not-a-slice", f"only a slice can be sliced; this is `{bt}`", e.base.span)
+            if lt != INT:
+                self.mismatch(INT, lt, e.lo.span)
+            if ht != INT:
+                self.mismatch(INT, ht, e.hi.span)
+            return bt
+        if isinstance(e, ast.AllocSlice):
+            reg = self.arena(e.region)
+            ct = self.expr(e.count)
+            ft = self.expr(e.fill)
+            if ct != INT:
+                self.mismatch(INT, ct, e.count.span)
+            if self.is_res(ft):
+                self.fail("mode-bound-violated", f"an arena holds only val data; `{ft}` is res", e.fill.span)
+            if ft == UNIT:
+                self.mismatch("a value", ft, e.fill.span)
+            if isinstance(ft, Ref) and isinstance(ft.target, Slice) or not isinstance(ft, Prim):
+                self.unsupported(f"arena slices of `{ft}`", e.fill.span)
+            return Ref(reg, True, Slice(ft))
+        if isinstance(e, ast.Alloc):
+            self.arena(e.region)
+            self.unsupported("`alloc`", e.span)
+        if isinstance(e, ast.QualifiedName):
+            self.fail("not-a-function", f"`{e.qualifier.name}.{e.name.name}` can only be called", e.span)
+        if isinstance(e, ast.TupleExpr):
+            self.unsupported("tuples", e.span)
+        if isinstance(e, ast.StructLit):
+            if e.qualifier is None and e.name.name in B.CAPABILITY_KINDS | B.HANDLE_TYPES | {"Split"}:
+                self.fail("capability-misused", f"`{e.name.name}` has no literal: capabilities come only from `split`", e.span)
+            self.unsupported("structs", e.span)
+        if isinstance(e, ast.VariantExpr):
+            self.unsupported("enums", e.span)
+        if isinstance(e, (ast.FieldAccess, ast.TupleIndex)):
+            self.unsupported("field access", e.span)
+        self.fail("internal", f"unexpected expression {type(e).__name__}", e.span)
+
+    def arena(self, ident: ast.Ident) -> Region:
+        if ident.name == "static":
+            self.fail("static-item", "`alloc_slice[static]` and `alloc[static]` are only legal inside a `static` item's body",
+                      ident.span)
+        for r in reversed(self.arenas):
+            if r.name == ident.name:
+                if self.lookup_region(ident.name) is r:
+                    return r
+        r = self.lookup_region(ident.name)
+        if r is None:
+            self.fail("region-not-in-scope", f"region `{ident.name}` is not in scope; open it with `region {ident.name} {{ .. }}`",
+                      ident.span)
+        self.fail("region-mismatch", f"`{ident.name}` is not an arena open in this function; only `region {ident.name} {{ .. }}` can be allocated in",
+                  ident.span)
+
+    def name(self, e: ast.Name) -> Type:
+        loc = self.lookup_local(e.name)
+        if loc is not None:
+            e.info = loc
+            self.emit(L.Use(loc, e.span))
+            return loc.ty
+        item = self.module.items.get(e.name)
+        if item is not None:
+            if item.kind == "fn":
+                if item.sig is None:
+                    raise Poisoned()
+                if item.sig.tparams:
+                    self.fail("no-function-values", f"`{e.name}` is generic, so it cannot be used as a value", e.span)
+                self.unsupported("function values", e.span)
+            if item.kind == "extern":
+                self.fail("no-function-values", f"`{e.name}` is a foreign function, so it cannot be used as a value", e.span)
+            if item.kind == "static":
+                self.unsupported("statics", e.span)
+            self.fail("type-mismatch", f"`{e.name}` is a type, not a value", e.span)
+        if B.builtin_visible(e.name, self.edition):
+            self.fail("no-function-values", f"`{e.name}` is a builtin, so it cannot be used as a value", e.span)
+        self.fail("unknown-name", f"`{e.name}` is not in scope", e.span)
+
+    def unary(self, e: ast.Unary) -> Type:
+        if e.op == "*":
+            t = self.expr(e.operand)
+            if not isinstance(t, Ref):
+                self.fail("not-a-reference", f"only a reference can be dereferenced; this is `{t}`", e.operand.span)
+            if isinstance(t.target, Slice):
+                self.fail("type-mismatch", f"`*` reads one value; `{t}` is a slice, index it instead", e.span)
+            if self.is_res(t.target):
+                self.fail("linear-value-taken-apart", f"`*` would copy a res value of type `{t.target}`", e.span)
+            return t.target
+        t = self.expr(e.operand)
+        c = self.consts.get(id(e.operand))
+        if e.op == "-":
+            if t not in (INT, FLOAT, F32):
+                self.fail("operator-type-mismatch", f"unary `-` takes `int`, `float` or `f32`, not `{t}`", e.span)
+            if t == INT and c is not None:
+                self.fold(e, lambda: int_neg(c))
+            return t
+        if e.op == "!":
+            if t != BOOL:
+                self.fail("operator-type-mismatch", f"`!` takes `bool`, not `{t}`", e.span)
+            if c is not None:
+                self.consts[id(e)] = not c
+            return BOOL
+        if e.op == "~":
+            if t != INT:
+                self.fail("operator-type-mismatch", f"`~` takes `int`, not `{t}`", e.span)
+            if c is not None:
+                self.consts[id(e)] = ~c
+            return INT
+        self.fail("internal", f"unknown unary operator {e.op}", e.span)
+
+    def fold(self, e: ast.Expr, compute: Callable[[], object], call: bool = False) -> None:
+        try:
+            v = compute()
+        except Trap as t:
+            self.fail("constant-traps", str(t), e.span)
+        self.consts[id(e)] = v
+        if call:
+            self.out.folded_calls += 1
+        else:
+            self.out.folded_operators += 1
+
+    def binary(self, e: ast.Binary) -> Type:
+        op = e.op
+        lt = self.expr(e.left)
+        if op in LOGIC:
+            if lt != BOOL:
+                self.fail("operator-type-mismatch", f"`{op}` takes `bool` operands, not `{lt}`", e.left.span)
+            right_events, rt = self.sub_events(lambda: self.expr(e.right))
+            if rt != BOOL:
+                self.fail("operator-type-mismatch", f"`{op}` takes `bool` operands, not `{rt}`", e.right.span)
+            self.emit(L.Branch([right_events, []], e.span))
+            return BOOL
+        rt = self.expr(e.right)
+        if op in ARITH or op == "%":
+            ok = (INT,) if op == "%" else (INT, FLOAT, F32)
+            if lt not in (INT, FLOAT, F32) or rt not in (INT, FLOAT, F32):
+                bad = lt if lt not in (INT, FLOAT, F32) else rt
+                self.fail("operator-type-mismatch", f"`{op}` is not defined for `{bad}`", e.span)
+            if lt not in ok:
+                self.mismatch(INT, lt, e.left.span)
+            if rt != lt:
+                self.mismatch(lt, rt, e.right.span)
+            result = lt
+        elif op in COMPARE:
+            if lt not in (INT, FLOAT, F32) or rt not in (INT, FLOAT, F32):
+                bad = lt if lt not in (INT, FLOAT, F32) else rt
+                self.fail("operator-type-mismatch", f"`{op}` orders `int`, `float` and `f32`, not `{bad}`", e.span)
+            if rt != lt:
+                self.mismatch(lt, rt, e.right.span)
+            result = BOOL
+        elif op in EQUALITY:
+            if lt not in EQ_SCALARS or rt not in EQ_SCALARS:
+                bad = lt if lt not in EQ_SCALARS else rt
+                self.fail("operator-type-mismatch", f"`{op}` compares scalars, not `{bad}`", e.span)
+            if rt != lt:
+                self.mismatch(lt, rt, e.right.span)
+            result = BOOL
+        elif op in BITS:
+            if lt != INT or rt != INT:
+                bad = lt if lt != INT else rt
+                self.fail("operator-type-mismatch", f"`{op}` is defined for `int` only, not `{bad}`", e.span)
+            result = INT
+        else:
+            self.fail("internal", f"unknown operator {op}", e.span)
+        a, b = self.consts.get(id(e.left)), self.consts.get(id(e.right))
+        if a is not None and b is not None and lt in (INT, BOOL):
+            if lt == INT:
+                self.fold(e, lambda: int_binary(op, a, b))
+            elif op in EQUALITY:
+                self.consts[id(e)] = (a == b) if op == "==" else (a != b)
+        return result
+
+    # ------------------------------------------------------------ calls
+
+    def call(self, e: ast.Call) -> Type:
+        callee = e.callee
+        if isinstance(callee, ast.Name):
+            loc = self.lookup_local(callee.name)
+            if loc is not None:
+                if isinstance(loc.ty, FnT):
+                    self.unsupported("calls through function values", e.span)
+                self.fail("not-a-function", f"`{callee.name}` is a local binding, not a function", callee.span)
+            item = self.module.items.get(callee.name)
+            if item is not None:
+                return self.call_item(e, item)
+            if B.builtin_visible(callee.name, self.edition):
+                return self.call_builtin(e, callee.name)
+            self.fail("not-a-function", f"`{callee.name}` is not a function in this program", callee.span)
+        if isinstance(callee, ast.QualifiedName):
+            q = callee.qualifier.name
+            target = self.module.imports.get(q)
+            if target is None:
+                self.fail("module-not-imported",
+                          f"`{q}` is not an imported module here; add `import ... {q};` (a qualified call never names a local)",
+                          callee.qualifier.span)
+            item = self.modules[target].items.get(callee.name.name)
+            if item is None or item.kind not in ("fn", "extern"):
+                self.fail("not-a-function", f"`{q}.{callee.name.name}` is not a function in module `{target}`", callee.name.span)
+            if not item.decl.pub and target != self.item.module:
+                self.fail("not-public", f"`{callee.name.name}` is private to module `{target}`; mark it `pub` there",
+                          callee.name.span)
+            return self.call_item(e, item)
+        t = self.expr(callee)
+        self.fail("not-a-function", f"a value of type `{t}` cannot be called", callee.span)
+
+    def call_item(self, e: ast.Call, item: ItemRef) -> Type:
+        if item.kind not in ("fn", "extern"):
+            self.fail("not-a-function", f"`{item.name}` is a {item.kind}, not a function", e.callee.span)
+        if item.sig is None:
+            raise Poisoned()
+        sig: FnSig = item.sig
+        ret, subst = self.call_sig(sig, e)
+        e.info = CallTarget(item.kind, item.name, item, sig, subst)
+        self.out.performed |= set(sig.row)
+        self.out.callees.append(item)
+        return ret
+
+    def call_sig(self, sig: FnSig, e: ast.Call) -> tuple[Type, dict]:
+        if len(e.args) != len(sig.params):
+            self.fail("arity-mismatch",
+                      f"`{sig.name}` takes {len(sig.params)} argument(s), found {len(e.args)}", e.span)
+        tsub: dict = {}
+        rsub: dict = {}
+        callee_regions = {r.uid for r in sig.regions.values()}
+        for arg, (pname, pty) in zip(e.args, sig.params):
+            at = self.expr(arg)
+            self.bind(pty, at, tsub, rsub, callee_regions, arg.span)
+        for inner, outer in sig.where:
+            ri, ro = rsub.get(inner.uid), rsub.get(outer.uid)
+            if ri is not None and ro is not None and not self.outlives(ro, ri):
+                self.fail("reference-escapes-region",
+                          f"`{sig.name}` needs `{outer.name}` to outlive `{inner.name}`, but `{ro.name}` does not outlive `{ri.name}`",
+                          e.span)
+        for name, p in sig.tparams.items():
+            if name not in tsub:
+                self.fail("ambiguous-type",
+                          f"cannot tell what `{name}` is in this call to `{sig.name}`: it is not determined by the arguments",
+                          e.span)
+            if p.bound_val and self.is_res(tsub[name]):
+                self.fail("mode-bound-violated", f"`{sig.name}` needs `{name}: val`, but `{tsub[name]}` is res", e.span)
+        ret = self.show(sig.ret, tsub, rsub)
+        for r in regions_in(ret):
+            if r.kind == "param" and r.uid in callee_regions:
+                ret = self.show(ret, {}, {r.uid: STATIC})
+        subst = {("T", k): v for k, v in tsub.items()}
+        subst.update({("R", k): v for k, v in rsub.items()})
+        return ret, subst
+
+    def call_builtin(self, e: ast.Call, name: str) -> Type:
+        callee = e.callee
+        if name == "split":
+            if len(e.args) != 1:
+                self.fail("arity-mismatch", f"`split` takes 1 argument, found {len(e.args)}", e.span)
+            t = self.expr(e.args[0])
+            if t != Cap("World"):
+                self.mismatch(Cap("World"), t, e.args[0].span)
+            e.info = CallTarget("builtin", name)
+            from .signatures import split_type
+            return split_type(self.edition)
+        if name == "release":
+            if len(e.args) != 1:
+                self.fail("arity-mismatch", f"`release` takes 1 argument, found {len(e.args)}", e.span)
+            t = self.expr(e.args[0])
+            if not isinstance(t, Cap):
+                self.fail("type-mismatch", f"`release` ends an owned capability; this is `{t}`", e.args[0].span)
+            e.info = CallTarget("builtin", name)
+            return INT
+        sig = builtin_signature(name, self.edition)
+        if sig is None:
+            self.unsupported(f"the builtin `{name}`", callee.span)
+        ret, subst = self.call_sig(sig, e)
+        e.info = CallTarget("builtin", name, None, sig, subst)
+        self.out.performed |= set(sig.row)
+        consts = [self.consts.get(id(a)) for a in e.args]
+        if consts and all(c is not None for c in consts):
+            if name == "byte_of":
+                self.fold(e, lambda: byte_of(consts[0]), call=True)
+            elif name == "wrapping_add":
+                self.fold(e, lambda: wrap(consts[0] + consts[1]), call=True)
+            elif name == "wrapping_sub":
+                self.fold(e, lambda: wrap(consts[0] - consts[1]), call=True)
+            elif name == "wrapping_mul":
+                self.fold(e, lambda: wrap(consts[0] * consts[1]), call=True)
+            elif name == "int_of":
+                self.fold(e, lambda: consts[0], call=True)
+        return ret

@@ -1,0 +1,219 @@
+"""Checking a whole program: parse, resolve modules, signatures, then every body.
+
+Checking is per declaration: each declaration reports at most its first refusal, and uses of a
+declaration whose signature was refused are not reported again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Optional
+
+from .. import ast
+from ..diagnostics import Diagnostic, Refusal
+from ..parser import parse_file
+from ..resolve import ItemRef, ModuleScope, build_modules, std_source
+from ..source import SourceFile
+from . import effects as E
+from .body import BodyChecker, CheckedFn, Poisoned
+from .flow import check_flow
+from .linearity import check_linearity
+from .signatures import FnSig, fn_signature
+from .types import (BOOL, CINT, CPTR, INT, Adt, BoxT, Cap, FnT, Handle, LabelT, Param, Prim, Ref,
+                    Slice, Tuple, Type)
+
+
+@dataclass(eq=False)
+class CheckedProgram:
+    """An accepted program: its modules, checked functions and the root `main`."""
+
+    files: list[ast.File]
+    modules: dict[str, ModuleScope]
+    fns: dict[str, CheckedFn] = field(default_factory=dict)
+    externs: dict[str, ItemRef] = field(default_factory=dict)
+    main: Optional[str] = None
+
+    def reachable(self) -> list[str]:
+        """Keys of functions and externs reachable from `main`, in discovery order."""
+        if self.main is None:
+            return []
+        seen: list[str] = []
+        todo = [self.main]
+        while todo:
+            k = todo.pop()
+            if k in seen:
+                continue
+            seen.append(k)
+            fn = self.fns.get(k)
+            if fn is not None:
+                for c in fn.callees:
+                    todo.append(c.key)
+        return seen
+
+
+def is_res(t: Type) -> bool:
+    """The mode of a type (language.md §3.5): res or val."""
+    if isinstance(t, (Cap, BoxT, Handle)):
+        return True
+    if isinstance(t, Tuple):
+        return any(is_res(p) for p in t.parts)
+    if isinstance(t, Param):
+        return not t.bound_val
+    if isinstance(t, Adt):
+        if t.key.startswith("::Split") or t.key == "::Opened":
+            return True
+        if t.key.startswith("::"):
+            return False
+        return True  # user aggregates arrive with the full checker
+    return False
+
+
+def parse_all(sources: list[SourceFile], diags: list[Diagnostic]) -> list[ast.File]:
+    """Parse the given files, then any `std.x` module they import that no file declares."""
+    files: list[ast.File] = []
+    for src in sources:
+        f, ds = parse_file(src)
+        diags.extend(ds)
+        if f is not None:
+            files.append(f)
+    declared = {f.module_name for f in files}
+    todo = [imp.dotted for f in files for imp in f.imports]
+    while todo:
+        name = todo.pop()
+        if name in declared:
+            continue
+        src = std_source(name)
+        if src is None:
+            continue
+        declared.add(name)
+        f, ds = parse_file(src)
+        diags.extend(ds)
+        if f is not None:
+            files.append(f)
+            todo += [imp.dotted for imp in f.imports]
+    return files
+
+
+def check_program(sources: list[SourceFile]) -> tuple[list[Diagnostic], Optional[CheckedProgram]]:
+    diags: list[Diagnostic] = []
+    files = parse_all(sources, diags)
+    parse_failed = bool(diags)
+    modules = build_modules(files, diags)
+    prog = CheckedProgram(files, modules)
+
+    items = [it for m in modules.values() for it in m.items.values()]
+    for it in items:
+        try:
+            if it.kind in ("fn", "extern"):
+                it.sig = fn_signature(it, modules)
+                if it.kind == "extern":
+                    check_extern(it)
+                    prog.externs[it.key] = it
+            elif it.kind in ("struct", "enum"):
+                raise Refusal("internal", f"{it.kind} declarations are not supported yet by cancho-kernel", it.decl.name.span)
+            elif it.kind == "static":
+                raise Refusal("internal", "`static` items are not supported yet by cancho-kernel", it.decl.name.span)
+        except Refusal as r:
+            diags.append(r.diagnostic)
+            it.sig = None
+
+    if not parse_failed:
+        # A file that failed to parse may hold `main`; do not add a misleading program-shape.
+        diags.extend(check_main(modules, sources, prog))
+
+    for it in items:
+        if it.kind != "fn" or it.sig is None:
+            continue
+        d = check_fn(it, modules, prog)
+        if d is not None:
+            diags.append(d)
+    return diags, (prog if not diags else None)
+
+
+def check_main(modules: dict[str, ModuleScope], sources: list[SourceFile], prog: CheckedProgram) -> list[Diagnostic]:
+    hint = sources[0].path if sources else None
+    root = modules.get("")
+    main = root.items.get("main") if root else None
+    if main is None or main.kind != "fn":
+        return [Diagnostic("program-shape", "no `main` function: a program needs `fn main(world: World) -> [] int`",
+                           None, file_hint=hint)]
+    if main.sig is None:
+        return []
+    sig: FnSig = main.sig
+    if len(sig.params) != 1 or sig.params[0][1] != Cap("World") or sig.tparams or sig.regions:
+        return [Diagnostic("program-shape", "`main` takes one argument, the `World` the runtime hands it",
+                           None, file_hint=hint)]
+    if sig.ret != INT:
+        return [Diagnostic("program-shape", "`main` returns `int`, the process exit status", None, file_hint=hint)]
+    prog.main = main.key
+    return []
+
+
+BOUNDARY_PARAMS = (INT, BOOL, CPTR)
+BOUNDARY_RESULTS = (INT, BOOL, CPTR, CINT)
+
+
+def check_extern(it: ItemRef) -> None:
+    """Foreign declarations: one borrowed Ffi, no type parameters, crossable types, exact row."""
+    sig: FnSig = it.sig
+    d: ast.ExternFn = it.decl
+    if sig.tparams:
+        raise Refusal("foreign-declaration", f"`{it.name}` has type parameters, but C has none to instantiate", d.name.span)
+    ffis: list[Cap] = []
+    for (name, t), p in zip(sig.params, d.params):
+        if isinstance(t, Ref) and isinstance(t.target, Cap):
+            if t.target.kind != "Ffi":
+                raise Refusal("foreign-boundary-type", f"a foreign function takes only an `Ffi` capability, not `{t.target}`", p.ty.span)
+            ffis.append(t.target)
+            continue
+        if isinstance(t, Ref) and t.target == Slice(Prim("byte")):
+            continue
+        if t in BOUNDARY_PARAMS:
+            continue
+        raise Refusal("foreign-boundary-type",
+                      f"`{t}` cannot cross into C: parameters are `int`, `bool`, `c_ptr`, byte slices or a borrowed `Ffi`",
+                      p.ty.span)
+    if sig.ret not in BOUNDARY_RESULTS:
+        raise Refusal("foreign-boundary-type", f"a foreign result is `int`, `bool`, `c_ptr` or `c_int`, not `{sig.ret}`", d.ret.span)
+    if len(ffis) != 1:
+        raise Refusal("foreign-declaration", f"`{it.name}` must borrow exactly one `Ffi` capability", d.name.span)
+    lib = ffis[0].literal
+    if lib == "":
+        raise Refusal("foreign-declaration", f"`{it.name}` borrows the root `Ffi(\"\")`; narrow it to a library first", d.name.span)
+    if lib is not None and "," in lib:
+        raise Refusal("foreign-declaration", f"`{it.name}` must name exactly one library, not `{lib}`", d.name.span)
+    want = LabelT("ffi", lib)
+    if sig.row != frozenset({want}):
+        raise Refusal("effect-not-declared" if want not in sig.row else "effect-declared-not-performed",
+                      f"`{it.name}`'s row must be exactly [{want}]", d.row.span)
+
+
+def check_fn(it: ItemRef, modules: dict[str, ModuleScope], prog: CheckedProgram) -> Optional[Diagnostic]:
+    decl: ast.FnDecl = it.decl
+    checker = BodyChecker(it, it.sig, modules, is_res, {})
+    try:
+        checked = checker.check(decl)
+    except Refusal as r:
+        return r.diagnostic
+    except Poisoned:
+        return None
+    d = check_flow(decl)
+    if d is not None:
+        return d
+    d = check_linearity(checked.events, is_res, str)
+    if d is not None:
+        return d
+    owned = [t for _, t in it.sig.params if isinstance(t, Cap)]
+    bad = E.check_row(it.sig.row, checked.performed, owned)
+    if bad is not None:
+        kind, label = bad
+        from .types import row_str
+        if kind == "not-declared":
+            return Diagnostic("effect-not-declared",
+                              f"`{it.name}` performs `{label}`, which its row {row_str(it.sig.row)} does not declare; "
+                              "narrow the body or widen the row", decl.name.span)
+        return Diagnostic("effect-declared-not-performed",
+                          f"`{it.name}` declares `{label}`, which its body never performs; remove it from the row "
+                          "(a row is exact: `[]` means pure)", decl.name.span)
+    prog.fns[it.key] = checked
+    return None

@@ -1,0 +1,271 @@
+"""From written types to semantic types, and from declarations to signatures.
+
+A signature is complete (types, regions, row), so bodies are checked against callees'
+signatures only (language.md §3.8). Builtins with ordinary signatures are parsed from cancho text.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Optional
+
+from .. import ast
+from ..diagnostics import Refusal
+from ..resolve import ItemRef, ModuleScope
+from ..source import SourceFile
+from . import builtins as B
+from .types import (INT, SCALARS, STATIC, Adt, BoxT, Cap, FnT, Handle, LabelT, Param, Ref, Region,
+                    Slice, Tuple, Type)
+
+FFI_SCOPE = re.compile(r"^[A-Za-z0-9_.+\-]+$")
+
+
+@dataclass(eq=False)
+class FnSig:
+    """A function's complete signature: what callers and the body are checked against."""
+
+    name: str
+    key: str
+    regions: dict[str, Region]
+    where: list[tuple[Region, Region]]  # (inner, outer): outer outlives inner
+    tparams: dict[str, Param]
+    params: list[tuple[str, Type]]
+    row: frozenset
+    ret: Type
+    kind: str = "fn"  # "fn" | "extern" | "builtin"
+    decl: Optional[ast.Node] = None
+
+    def render(self) -> str:
+        """`fn name[&r, T](a: A) -> [row] R` for inspection and messages."""
+        gens = [f"&{n}" for n in self.regions] + [
+            f"{n}: val" if p.bound_val else n for n, p in self.tparams.items()]
+        g = f"[{', '.join(gens)}]" if gens else ""
+        ps = ", ".join(f"{n}: {t}" for n, t in self.params)
+        from .types import row_str
+        prefix = "extern fn" if self.kind == "extern" else "fn"
+        return f"{prefix} {self.name}{g}({ps}) -> {row_str(self.row)} {self.ret}"
+
+
+@dataclass(eq=False)
+class TypeDecl:
+    """A user struct or enum after its members were resolved."""
+
+    key: str
+    name: str
+    kind: str  # "struct" | "enum"
+    mode: Optional[str]
+    tparams: list[Param]
+    fields: list[tuple[str, Type]] = field(default_factory=list)  # struct
+    variants: list[tuple[str, list[Type]]] = field(default_factory=list)  # enum
+    decl: Optional[ast.Node] = None
+
+
+class TypeResolver:
+    """Resolves written types in one declaration's context (module, edition, regions, params)."""
+
+    def __init__(self, modules: dict[str, ModuleScope], module: str, edition: int,
+                 regions: dict[str, Region], tparams: dict[str, Param]):
+        self.modules = modules
+        self.module = module
+        self.edition = edition
+        self.regions = regions
+        self.tparams = tparams
+
+    def region(self, ident: ast.Ident) -> Region:
+        if ident.name == "static":
+            return STATIC
+        r = self.regions.get(ident.name)
+        if r is None:
+            raise Refusal("region-not-in-scope",
+                          f"region `{ident.name}` is not in scope; declare it as a region parameter `[&{ident.name}]`",
+                          ident.span)
+        return r
+
+    def resolve(self, te: ast.TypeExpr, sized: bool = True) -> Type:
+        if isinstance(te, ast.RefType):
+            reg = self.region(te.region)
+            if te.unique and reg is STATIC:
+                raise Refusal("region-mismatch", "`&!static` is not a type: static data is read-only", te.span)
+            return Ref(reg, te.unique, self.resolve(te.target, sized=False))
+        if isinstance(te, ast.SliceType):
+            if sized:
+                raise Refusal("unsized-type",
+                              "a slice `[T]` has no size; use it behind a reference such as `&r [T]`", te.span)
+            return Slice(self.resolve(te.elem))
+        if isinstance(te, ast.TupleType):
+            if len(te.parts) < 2:
+                raise Refusal("pattern-shape", "a tuple has two components or more", te.span)
+            return Tuple(tuple(self.resolve(p) for p in te.parts))
+        if isinstance(te, ast.FnType):
+            return FnT(tuple(self.resolve(p) for p in te.params), self.row(te.row), self.resolve(te.ret))
+        if isinstance(te, ast.CapType):
+            name = te.name.name
+            if te.qualifier is None and name in B.LITERAL_CAPS and B.prelude_type_visible(name, self.edition):
+                if name == "Ffi" and te.literal != "":
+                    check_ffi_scope(te.literal, te.literal_span)
+                return Cap(name, te.literal)
+            raise Refusal("unknown-name", f"unknown capability type `{name}`", te.name.span)
+        if isinstance(te, ast.NamedType):
+            return self.named(te)
+        raise Refusal("internal", f"unexpected type form {type(te).__name__}", te.span)
+
+    def named(self, te: ast.NamedType) -> Type:
+        name = te.name.name
+        if te.qualifier is None:
+            if name in self.tparams:
+                if te.args:
+                    raise Refusal("type-args-not-taken", f"type parameter `{name}` takes no type arguments", te.span)
+                return self.tparams[name]
+            if name in SCALARS and B.prelude_type_visible(name, self.edition):
+                self.no_args(te)
+                return SCALARS[name]
+            if B.prelude_type_visible(name, self.edition):
+                return self.prelude(te)
+            item = self.modules[self.module].items.get(name)
+        else:
+            target = self.modules[self.module].imports.get(te.qualifier.name)
+            if target is None:
+                raise Refusal("module-not-imported",
+                              f"`{te.qualifier.name}` is not an imported module here; add `import ...{te.qualifier.name};`",
+                              te.qualifier.span)
+            item = self.modules[target].items.get(name)
+            if item is not None and not item.decl.pub:
+                raise Refusal("not-public", f"`{name}` is private to module `{target}`", te.name.span)
+        if item is None or item.kind not in ("struct", "enum"):
+            raise Refusal("unknown-name", f"unknown type `{name}`", te.name.span)
+        args = tuple(self.resolve(a) for a in te.args)
+        decl = item.decl
+        n = len(decl.generics.types) if decl.generics else 0
+        if len(args) != n:
+            raise Refusal("arity-mismatch", f"`{name}` takes {n} type argument(s), found {len(args)}", te.span)
+        return Adt(item.key, name, args)
+
+    def no_args(self, te: ast.NamedType) -> None:
+        if te.args:
+            raise Refusal("type-mismatch", f"`{te.name.name}` takes no type arguments", te.span)
+
+    def prelude(self, te: ast.NamedType) -> Type:
+        name = te.name.name
+        if name == "Box":
+            if len(te.args) != 1:
+                raise Refusal("arity-mismatch", "`Box` takes one type argument", te.span)
+            a = te.args[0]
+            inner = self.resolve(a, sized=False)
+            return BoxT(inner)
+        self.no_args(te) if name != "Thread" else None
+        if name in B.LITERAL_CAPS:
+            raise Refusal("type-mismatch", f"`{name}` needs its literal, e.g. `{name}(\"\")`", te.span)
+        if name in B.CAPABILITY_KINDS:
+            return Cap(name)
+        if name == "Split":
+            return split_type(self.edition)
+        if name in B.HANDLE_TYPES:
+            return Handle(name)
+        if name in ("Opened", "Read", "Done"):
+            return Adt(f"::{name}", name)
+        raise Refusal("internal", f"prelude type `{name}` is not supported yet by cancho-kernel", te.span)
+
+    def row(self, row: ast.Row) -> frozenset:
+        out = set()
+        for l in row.labels:
+            lab = LabelT(l.name, l.arg)
+            if lab in out:
+                raise Refusal("duplicate-declaration", f"label `{lab}` appears twice in this row", l.span)
+            if l.name == "ffi" and l.arg is not None and l.arg != "":
+                check_ffi_scope(l.arg, l.span)
+            out.add(lab)
+        return frozenset(out)
+
+
+def check_ffi_scope(lit: str, span) -> None:
+    names = lit.split(",")
+    if any(not FFI_SCOPE.match(n) for n in names) or len(set(names)) != len(names):
+        raise Refusal("foreign-scope",
+                      f"`\"{lit}\"` is not a library list: write distinct names of letters, digits, `_ . + -` separated by commas",
+                      span)
+
+
+def split_type(edition: int) -> Adt:
+    return Adt(f"::Split{edition}", "Split")
+
+
+def split_fields(t: Adt) -> list[tuple[str, Type]]:
+    edition = int(t.key[len("::Split"):])
+    return [(n, Cap(k, "" if k in B.LITERAL_CAPS else None)) for n, k in B.SPLIT_FIELDS[edition]]
+
+
+def generics_env(g: Optional[ast.Generics], owner: str, allow_where: bool = True):
+    """Region parameters, type parameters and where-pairs of a declaration."""
+    regions: dict[str, Region] = {}
+    tparams: dict[str, Param] = {}
+    where: list[tuple[Region, Region]] = []
+    if g is None:
+        return regions, tparams, where
+    for p in g.params:
+        if isinstance(p, ast.RegionParam):
+            if p.name == "static":
+                raise Refusal("region-mismatch", "`static` is not a region parameter; it is always in scope", p.span)
+            if p.name in regions or p.name in tparams:
+                raise Refusal("duplicate-declaration", f"`{p.name}` is declared twice in this bracket", p.span)
+            regions[p.name] = Region(p.name, "param")
+        else:
+            if p.bound == "res":
+                raise Refusal("mode-bound-violated", "there is no `res` bound; an unbounded parameter is already checked as res", p.span)
+            if p.name in regions or p.name in tparams:
+                raise Refusal("duplicate-declaration", f"`{p.name}` is declared twice in this bracket", p.span)
+            tparams[p.name] = Param(p.name, owner, p.bound == "val")
+    for w in g.where:
+        for ident in (w.inner, w.outer):
+            if ident.name not in regions:
+                raise Refusal("region-mismatch", f"`where` must relate region parameters; `{ident.name}` is not one", ident.span)
+        where.append((regions[w.inner.name], regions[w.outer.name]))
+    return regions, tparams, where
+
+
+def fn_signature(item: ItemRef, modules: dict[str, ModuleScope]) -> FnSig:
+    """Resolve a `fn` or `extern fn` declaration into a signature (raises Refusal)."""
+    d = item.decl
+    regions, tparams, where = generics_env(d.generics, item.key)
+    tr = TypeResolver(modules, item.module, item.edition, regions, tparams)
+    params: list[tuple[str, Type]] = []
+    seen: set[str] = set()
+    for p in d.params:
+        if p.name.name in seen:
+            raise Refusal("duplicate-declaration", f"parameter `{p.name.name}` is declared twice", p.name.span)
+        seen.add(p.name.name)
+        params.append((p.name.name, tr.resolve(p.ty)))
+    row = tr.row(d.row)
+    ret = tr.resolve(d.ret)
+    for r in _regions_of(ret):
+        if r is not STATIC and r.kind != "param":
+            raise Refusal("region-not-in-scope", f"a return type may only name region parameters or `static`", d.ret.span)
+    kind = "extern" if isinstance(d, ast.ExternFn) else "fn"
+    return FnSig(item.name, item.key, regions, where, tparams, params, row, ret, kind, d)
+
+
+def _regions_of(t: Type):
+    from .types import regions_in
+    return regions_in(t)
+
+
+@lru_cache(maxsize=None)
+def _parsed_builtin(text: str) -> ast.ExternFn:
+    from ..parser import parse_file
+    f, diags = parse_file(SourceFile("<prelude>", "extern " + text + ";"))
+    if f is None:
+        raise RuntimeError(f"prelude signature does not parse: {text}: {diags}")
+    return f.items[0]
+
+
+def builtin_signature(name: str, edition: int) -> Optional[FnSig]:
+    """The signature of an ordinary builtin, or None for call-site-checked ones."""
+    text = B.SIGNATURES.get(name)
+    if text is None:
+        return None
+    d = _parsed_builtin(text)
+    regions, tparams, where = generics_env(d.generics, "::" + name)
+    tr = TypeResolver({"": ModuleScope("")}, "", max(edition, 8), regions, tparams)
+    params = [(p.name.name, tr.resolve(p.ty)) for p in d.params]
+    return FnSig(name, "::" + name, regions, where, tparams, params, tr.row(d.row), tr.resolve(d.ret), "builtin", None)
