@@ -160,7 +160,7 @@ def test_largest_int_literal_is_fine():
 def test_out_of_range_position():
     d = refuse(in_fn("    return 1 + 9223372036854775808;"))
     assert (d.rule, d.span.line, d.span.column) == ("literal-out-of-range", 2, 16)
-    assert "9223372036854775808" in d.message
+    assert d.message == "integer literal does not fit in `int` (64-bit signed)"
 
 
 @pytest.mark.parametrize(
@@ -250,13 +250,22 @@ def test_one_tuple_is_refused(text):
 
 @pytest.mark.parametrize(
     "text",
-    ["()", "a +", "f(", "a.", "a.'x'", "s[1..]", "s[..2]", "alloc[a](1, 2)", "alloc_slice[a](1)", "E::",
-     "P { x }", "P { x: 1 y: 2 }", "a.0x1", "+a", "1 2"],
+    ["()", "a +", "f(", "a.", "a.\"x\"", "s[1..]", "s[..2]", "alloc[a](1, 2)", "alloc_slice[a](1)", "E::",
+     "P { x }", "P { x: 1 y: 2 }", "a.-1", "+a", "1 2", "a.(b)"],
 )
 def test_malformed_expressions(text):
     with pytest.raises((ParseError, LexError)) as info:
         e(text)
     assert info.value.diagnostic.rule == "type-mismatch"
+
+
+def test_tuple_index_spellings():
+    # The index is the integer token's value, however it was spelled.
+    assert e("t.0x1") == ast.TupleIndex(N("t"), 1, span=None)
+    assert e("t.007") == ast.TupleIndex(N("t"), 7, span=None)
+    with pytest.raises(ParseError) as info:
+        e("t.4294967296")
+    assert info.value.diagnostic.rule == "literal-form"
 
 
 def test_expected_found_message():
@@ -399,8 +408,8 @@ def test_let_tuple_destructure():
 
 @pytest.mark.parametrize(
     "text",
-    ["var (a, b) = e;", "var S { a, b } = e;", "var m.S { a } = e;", "let ((a, b), c) = e;", "let (a, _) = e;",
-     "let x = 1", "let x;", "let = 1;", "let x: = 1;", "var x: int;"],
+    ["let (a, _) = e;", "let x = 1", "let x;", "let = 1;", "let x: = 1;", "var x: int;", "let (a.b) = e;",
+     "let S { a: b } = e;", "var x.y = 1;"],
 )
 def test_malformed_bindings(text):
     with pytest.raises(ParseError) as info:
@@ -408,9 +417,28 @@ def test_malformed_bindings(text):
     assert info.value.diagnostic.rule == "type-mismatch"
 
 
-def test_var_destructure_in_a_file_is_a_parse_error():
+@pytest.mark.parametrize(
+    "text,col",
+    [("var (a, b) = e;", 5), ("var S { a, b } = e;", 7), ("var m.S { a } = e;", 9)],
+)
+def test_var_cannot_destructure(text, col):
+    with pytest.raises(ParseError) as info:
+        s(text)
+    d = info.value.diagnostic
+    assert (d.rule, d.span.column) == ("pattern-shape", col)
+    assert "write `let`, not `var`" in d.message
+
+
+def test_tuple_patterns_do_not_nest():
+    with pytest.raises(ParseError) as info:
+        s("let ((a, b), c) = e;")
+    assert info.value.diagnostic.rule == "pattern-shape"
+    assert "does not nest" in info.value.diagnostic.message
+
+
+def test_var_destructure_in_a_file_ends_it():
     d = refuse(M + "\nfn g(p: P) -> [] int { var P { x } = p; return x; }")
-    assert (d.rule, d.span.line) == ("type-mismatch", 2)
+    assert (d.rule, d.span.line) == ("pattern-shape", 2)
 
 
 @pytest.mark.parametrize(
@@ -467,9 +495,18 @@ def test_borrow_forms():
         span=None)
     assert s("borrow args as &g in { }") == ast.Borrow(I("args"), False, I("g"), False, ast.Block([], span=None),
                                                         span=None)
-    # A mismatch of `mut` and `&!` parses; the checker refuses it.
-    assert s("borrow io as &!i in { }").unique is True
-    assert s("borrow mut io as &i in { }").mutable is True
+
+
+
+@pytest.mark.parametrize(
+    "text,fragment",
+    [("borrow io as &!i in { }", "write `borrow mut`"), ("borrow mut io as &i in { }", "write `as &!r`")],
+)
+def test_borrow_halves_must_agree(text, fragment):
+    with pytest.raises(ParseError) as info:
+        s(text)
+    d = info.value.diagnostic
+    assert d.rule == "pattern-shape" and fragment in d.message
 
 
 @pytest.mark.parametrize("text", ["borrow f(x) as &r in { }", "borrow x as r in { }", "borrow x &r in { }",
@@ -592,9 +629,8 @@ def test_extern_fn():
     assert x.row.labels == [ast.Label("ffi", "libc", span=None)]
     (y,) = parse("pub extern fn close[&f](ffi: &f Ffi(\"libc\"), fd: int) -> [ffi(\"libc\")] c_int;").items
     assert y.pub and y.ret == T("c_int")
-    # Type parameters on an extern parse; the checker refuses them (foreign-declaration).
-    (z,) = parse('extern fn id[T, &f](ffi: &f Ffi("libc"), x: T) -> [ffi("libc")] int;').items
-    assert [t.name for t in z.generics.types] == ["T"]
+    d = refuse('extern fn id[T, &f](ffi: &f Ffi("libc"), x: T) -> [ffi("libc")] int;')
+    assert d.rule == "foreign-declaration" and "no type parameters" in d.message
 
 
 @pytest.mark.parametrize("text", ['extern write() -> [] int;', 'extern fn w() -> [] int { }',
@@ -619,9 +655,15 @@ def test_struct_decl_generic_and_empty():
     assert sd.pub and sd.mode == "res" and sd.generics.params == [ast.TypeParam("T", "val", span=None)]
     (e_,) = parse("struct Unit { }").items
     assert e_.fields == []
-    # Region parameters on a type parse; the checker refuses them (region-mismatch).
-    (r,) = parse("struct S[&r] { n: int }").items
-    assert r.generics.params == [ast.RegionParam("r", span=None)]
+    d = refuse("struct S[&r] { n: int }")
+    assert d.rule == "region-mismatch" and "no region parameters" in d.message
+    assert refuse("enum E[T, &r] { A }").rule == "region-mismatch"
+    d = refuse("val struct Wrap[T: val] { held: T }")
+    assert d.rule == "mode-bound-violated" and "already bounds its parameters" in d.message
+    (w,) = parse("val enum Wrap[T] { A(T) }").items
+    assert w.mode == "val" and w.generics.types == [ast.TypeParam("T", None, span=None)]
+    (u,) = parse("enum Pair[A: val, B] { One(A), Two(B) }").items
+    assert [t.bound for t in u.generics.types] == ["val", None]
 
 
 def test_enum_decl():
@@ -809,6 +851,13 @@ def test_diagnostic_positions_across_lines():
     d = refuse("fn f() -> [] int {\n  let a = 1;\n  let b = a +;\n}")
     assert (d.span.line, d.span.column) == (3, 14)
     assert d.message == "expected an expression, found `;`"
+
+
+def test_unclosed_block_names_end_of_file():
+    d = refuse("fn f() -> [] int { return 0;")
+    assert d.message == "expected `}`, found end of file"
+    d = refuse("fn f() -> [] int { match x { _ => { } ")
+    assert d.message == "expected `}`, found end of file"
 
 
 def test_lex_error_ends_the_file():

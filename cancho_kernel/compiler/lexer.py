@@ -361,10 +361,8 @@ class _Lexer:
             digits = (spelled[:-3] if is_f32 else spelled).replace("_", "")
             bits = float_literal_bits(digits, is_f32)
             if bits is None:
-                kind = "`f32`" if is_f32 else "`float`"
-                raise self.fail(
-                    "literal-out-of-range", f"floating-point literal `{spelled}` does not fit {kind}", start, i
-                )
+                kind = "`f32` (IEEE-754 binary32)" if is_f32 else "`float` (IEEE-754 binary64)"
+                raise self.fail("literal-out-of-range", f"floating-point literal does not fit in {kind}", start, i)
             self.push(FLOAT, start, i, (bits, is_f32))
         else:
             clean = spelled.replace("_", "")

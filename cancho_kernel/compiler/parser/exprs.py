@@ -94,9 +94,13 @@ class ExprParser(TypeParser):
                 if self.at(IDENT):
                     name = self.ident()
                     base = ast.FieldAccess(base, name, span=self.span_from(start))
-                elif self.at(INT) and self.tok.text.isdigit():
-                    index = self.bump().value
-                    base = ast.TupleIndex(base, index, span=self.span_from(start))
+                elif self.at(INT):
+                    tok = self.bump()
+                    if tok.value >= 2**32:
+                        self.fail(
+                            "literal-form", "a tuple component is named by its position, counting from 0", tok.span
+                        )
+                    base = ast.TupleIndex(base, tok.value, span=self.span_from(start))
                 else:
                     self.fail_expected("a field name or a tuple index")
             elif self.at("["):
@@ -133,11 +137,7 @@ class ExprParser(TypeParser):
     def int_literal(self) -> ast.IntLit:
         t = self.bump()
         if t.value > INT_MAX:
-            self.fail(
-                "literal-out-of-range",
-                f"integer literal `{_short(t.text)}` does not fit `int`; the largest is {INT_MAX}",
-                t.span,
-            )
+            self.fail("literal-out-of-range", "integer literal does not fit in `int` (64-bit signed)", t.span)
         return ast.IntLit(t.value, span=t.span)
 
     def primary(self) -> ast.Expr:
@@ -260,6 +260,3 @@ class ExprParser(TypeParser):
             return ast.Alloc(region, args[0], span=self.span_from(start))
         return ast.AllocSlice(region, args[0], args[1], span=self.span_from(start))
 
-
-def _short(text: str) -> str:
-    return text if len(text) <= 40 else text[:37] + "..."

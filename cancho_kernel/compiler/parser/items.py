@@ -87,6 +87,8 @@ class ItemParser(StmtParser):
             self.expect("fn")
             name = self.ident()
             generics = self.decl_params()
+            if generics is not None and generics.types:
+                self.fail("foreign-declaration", "a foreign function takes no type parameters; C has none to instantiate")
             params = self.params()
             self.expect("->")
             row = self.row()
@@ -103,7 +105,7 @@ class ItemParser(StmtParser):
         if kind == "struct":
             self.bump()
             name = self.ident()
-            generics = self.decl_params()
+            generics = self.type_decl_params(mode)
             self.expect("{")
             fields: list[ast.FieldDecl] = []
             while not self.at("}"):
@@ -118,7 +120,7 @@ class ItemParser(StmtParser):
         if kind == "enum":
             self.bump()
             name = self.ident()
-            generics = self.decl_params()
+            generics = self.type_decl_params(mode)
             self.expect("{")
             variants: list[ast.VariantDecl] = []
             while not self.at("}"):
@@ -145,6 +147,21 @@ class ItemParser(StmtParser):
         ret = self.type_expr()
         body = self.block()
         return ast.FnDecl(name, generics, params, row, ret, body, pub=pub, span=self.span_from(start))
+
+    def type_decl_params(self, mode: Optional[str]) -> Optional[ast.Generics]:
+        """A struct's or enum's parameters: no regions, and no bounds on a `val` declaration."""
+        generics = self.decl_params()
+        if generics is None:
+            return None
+        if generics.regions:
+            self.fail("region-mismatch", "a type declaration has no region parameters; only a function can take one")
+        if mode == "val" and any(t.bound is not None for t in generics.types):
+            self.fail(
+                "mode-bound-violated",
+                "a `val` declaration already bounds its parameters: `val struct X[T]` means `T` is `val`, so the "
+                "bound says nothing new; a `res` or undeclared one is where writing it means something",
+            )
+        return generics
 
     def params(self) -> list[ast.Param]:
         """`( [name: type {, name: type} [,]] )`."""

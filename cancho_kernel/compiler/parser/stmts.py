@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ast
-from ..lexer import IDENT
+from ..lexer import EOF, IDENT
 from .exprs import ExprParser
 
 
@@ -21,6 +21,8 @@ class StmtParser(ExprParser):
         start = self.expect("{").span
         stmts: list[ast.Stmt] = []
         while not self.at("}"):
+            if self.at(EOF):
+                self.fail_expected("`}`")
             stmts.append(self.stmt())
         self.expect("}")
         return ast.Block(stmts, span=self.span_from(start))
@@ -71,6 +73,12 @@ class StmtParser(ExprParser):
         if self.eat("("):
             names: list[ast.Ident] = []
             while not self.at(")"):
+                if self.at("("):
+                    self.fail(
+                        "pattern-shape",
+                        "a pattern does not nest; bind the inner tuple to a name here and take it apart "
+                        "in the next statement",
+                    )
                 names.append(self.ident())
                 if not self.eat(","):
                     break
@@ -101,8 +109,12 @@ class StmtParser(ExprParser):
 
     def var_stmt(self) -> ast.Stmt:
         start = self.expect("var").span
-        # `var` cannot destructure: `var (a, b)` and `var S { .. }` fail in `binding_rest` with
-        # the generic "expected ..." refusal.
+        # `var` cannot destructure; the reference refuses it with `pattern-shape`.
+        if self.at("(") or (self.at(IDENT) and (self.at("{", 1) or (self.at(".", 1) and self.at(IDENT, 2) and self.at("{", 3)))):
+            at = self.tok if self.at("(") else (self.peek(1) if self.at("{", 1) else self.peek(3))
+            self.fail(
+                "pattern-shape", "a destructuring binding takes a value apart once; write `let`, not `var`", at.span
+            )
         return self.binding_rest(start, mutable=True)
 
     def binding_rest(self, start, mutable: bool) -> ast.Let:
@@ -129,6 +141,8 @@ class StmtParser(ExprParser):
         self.expect("{")
         arms: list[ast.Arm] = []
         while not self.at("}"):
+            if self.at(EOF):
+                self.fail_expected("`}`")
             astart = self.tok.span
             pattern = self.pattern()
             self.expect("=>")
@@ -170,7 +184,15 @@ class StmtParser(ExprParser):
         target = self.ident()
         self.expect("as")
         self.expect("&")
-        unique = self.eat("!") is not None
+        bang = self.eat("!")
+        unique = bang is not None
+        if unique != mutable:
+            self.fail(
+                "pattern-shape",
+                "`borrow mut` binds a unique reference; write `as &!r`"
+                if mutable
+                else "`as &!r` binds a unique reference; write `borrow mut`",
+            )
         region = self.ident()
         self.expect("in")
         body = self.block()
