@@ -326,6 +326,11 @@ class PumpOutcome:
     timed_out: bool
     interrupted: bool
 
+    @classmethod
+    def nothing(cls) -> "PumpOutcome":
+        """The outcome of a run that never started."""
+        return cls(_Sink(0), _Sink(0), False, False)
+
 
 def pump(stdio: ChildStdio, control: ProcessControl, limits: RunLimits,
          cancel: threading.Event | None) -> PumpOutcome:

@@ -1,0 +1,292 @@
+"""The `jit` backend: MCJIT, run so that it is indistinguishable from the `exe` backend.
+
+Two entry points:
+
+* :class:`JitWorker` — for the kernel (a multithreaded process that must never fork LLVM). A
+  persistent single-threaded worker subprocess (``jit_worker.py``) compiles and forks one child
+  per run; this side creates the child's descriptors (the same :class:`ChildStdio` the exe
+  backend uses), passes them over a Unix socket and supervises the run with the shared
+  :func:`process.pump`, so limits, truncation, cancel and results work identically.
+* :func:`run_jit_inherit` — for the CLI, a single-threaded process: JIT in-process, fork a
+  child that inherits the terminal.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+from . import native
+from .exe import LinkError
+from .jit_worker import recv_msg, send_msg
+from .process import (
+    ChildStdio,
+    PumpOutcome,
+    RunLimits,
+    RunResult,
+    StdoutTarget,
+    StdoutKind,
+    pump,
+    result_from,
+)
+
+
+class JitWorkerDied(RuntimeError):
+    """The worker process ended in the middle of a request (a compiler or LLVM crash); it is
+    restarted on the next run. Callers report it as rule `internal`."""
+
+
+class _WorkerRun:
+    """:class:`process.ProcessControl` for one run inside the worker, driven by its messages."""
+
+    def __init__(self, worker: "JitWorker") -> None:
+        self.worker = worker
+        self.started = False
+        self.finished = False
+        self.pid: int | None = None
+        self.reply: dict | None = None
+        self.error: dict | None = None
+        self.compile_seconds: float | None = None
+        self.worker_died = False
+        self.killed_worker = False
+
+    def fileno(self) -> int | None:
+        sock = self.worker._sock
+        return sock.fileno() if sock is not None else None
+
+    def on_ready(self) -> None:
+        sock = self.worker._sock
+        got = recv_msg(sock) if sock is not None else None
+        if got is None:
+            self.worker_died = self.finished = True
+            self.kill()
+            self.worker._discard()
+            return
+        msg, fds = got
+        for fd in fds:
+            os.close(fd)
+        ev = msg.get("ev")
+        if ev == "compiled":
+            self.compile_seconds = msg["seconds"]
+        elif ev == "started":
+            self.pid, self.started = msg["pid"], True
+        elif ev == "exited":
+            self.reply, self.finished = msg, True
+        elif ev == "error":
+            self.error, self.finished = msg, True
+
+    def kill(self) -> None:
+        if self.pid is not None:
+            try:
+                os.killpg(self.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+        elif not self.finished:
+            # Still compiling: MCJIT cannot be interrupted, the worker can (it restarts later).
+            self.killed_worker = True
+            self.worker._kill_process()
+
+
+class JitWorker:
+    """A persistent JIT worker subprocess. Thread-safe: runs are serialised.
+
+    ``env`` adds variables to the worker's environment (tests start one with
+    ``PYTHONUNBUFFERED=1``); ``python`` is the interpreter to start it with.
+    """
+
+    def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None) -> None:
+        self._python = python
+        self._env = env or {}
+        self._lock = threading.Lock()
+        self._proc: subprocess.Popen | None = None
+        self._sock: socket.socket | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    @property
+    def pid(self) -> int | None:
+        """The worker's pid (None until started)."""
+        return self._proc.pid if self._proc is not None else None
+
+    def start(self) -> float:
+        """Start the worker if it is not running; returns the seconds it took (0 if running)."""
+        with self._lock:
+            return self._ensure_started()
+
+    def _ensure_started(self) -> float:
+        if self._proc is not None and self._proc.poll() is None and self._sock is not None:
+            return 0.0
+        self._discard()
+        t0 = time.perf_counter()
+        mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        package_root = str(Path(__file__).resolve().parents[3])
+        env = dict(os.environ)
+        env.update(self._env)
+        env["PYTHONPATH"] = os.pathsep.join(
+            p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        try:
+            self._proc = subprocess.Popen(
+                [self._python, "-m", "cancho_kernel.compiler.backends.jit_worker",
+                 str(theirs.fileno())],
+                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                env=env, start_new_session=True, close_fds=True)
+        finally:
+            theirs.close()
+        self._sock = mine
+        send_msg(mine, {"op": "ping"})
+        got = recv_msg(mine)
+        if got is None or got[0].get("ev") != "pong":
+            self._discard()
+            raise JitWorkerDied("the JIT worker did not start")
+        return time.perf_counter() - t0
+
+    def _kill_process(self) -> None:
+        if self._proc is not None and self._proc.poll() is None:
+            try:
+                self._proc.kill()
+            except ProcessLookupError:
+                pass
+
+    def _discard(self) -> None:
+        """Forget a dead (or about to be killed) worker; reap it."""
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
+        if self._proc is not None:
+            self._kill_process()
+            try:
+                self._proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+            self._proc = None
+
+    def close(self) -> None:
+        """Stop the worker (end of file on its socket, then SIGKILL if it lingers)."""
+        with self._lock:
+            if self._sock is not None:
+                self._sock.close()
+                self._sock = None
+            if self._proc is not None:
+                try:
+                    self._proc.wait(timeout=2)
+                except subprocess.TimeoutExpired:
+                    self._kill_process()
+                    self._proc.wait()
+                self._proc = None
+
+    def __enter__(self) -> "JitWorker":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- running ----------------------------------------------------------------------------
+
+    def _run_once(self, request: dict, stdin: bytes, target: StdoutTarget, limits: RunLimits,
+                  cancel: threading.Event | None) -> tuple[_WorkerRun, PumpOutcome]:
+        self._ensure_started()
+        assert self._sock is not None
+        stdio = ChildStdio(target, stdin)
+        try:
+            if stdio.child is None:  # inherit: pass this process's own 0/1/2 along
+                slots = [fd for fd in (0, 1, 2) if _is_open(fd)]
+                fds = list(slots)
+            else:
+                slots = sorted(stdio.child)
+                fds = [stdio.child[s] for s in slots]
+            control = _WorkerRun(self)
+            try:
+                send_msg(self._sock, {**request, "slots": slots}, fds)
+            except OSError:
+                self._discard()
+                control.worker_died = control.finished = True
+                return control, PumpOutcome.nothing()
+            stdio.close_child_ends()
+            return control, pump(stdio, control, limits, cancel)
+        finally:
+            stdio.close()
+
+    def run(self, ir_text: str, argv: Sequence[str] | None = None, stdin: bytes = b"",
+            target: StdoutTarget = StdoutTarget(), limits: RunLimits = RunLimits(),
+            cancel: threading.Event | None = None, libs: Sequence[str] = (),
+            libdirs: Sequence[str] = ()) -> RunResult:
+        """Compile (MCJIT, O2) and run a program; same contract as
+        :func:`process.run_executable` (``argv`` includes ``argv[0]``, default ``["main"]``).
+
+        Raises :class:`native.InvalidIR` (our bug), :class:`LinkError` (unresolvable symbol or
+        library) or :class:`JitWorkerDied`.
+        """
+        argv = list(argv) if argv else ["main"]
+        request = {"op": "run", "ir": ir_text, "argv": argv, "libs": list(libs),
+                   "libdirs": list(libdirs), "memory": limits.memory}
+        with self._lock:
+            control, outcome = self._run_once(request, stdin, target, limits, cancel)
+            if (control.worker_died and not control.killed_worker
+                    and control.compile_seconds is None):
+                # The worker was already dead (or died before compiling): a stale worker is
+                # not the program's fault, so start a fresh one and try once more.
+                control, outcome = self._run_once(request, stdin, target, limits, cancel)
+        if control.error is not None:
+            kind, message = control.error.get("kind"), control.error.get("message", "")
+            if kind == "invalid-ir":
+                raise native.InvalidIR(message)
+            if kind == "link":
+                raise LinkError(message)
+            raise JitWorkerDied(message)
+        if control.worker_died and not control.killed_worker and control.reply is None:
+            raise JitWorkerDied("the JIT worker died during the run")
+        reply = control.reply or {}
+        result = result_from(
+            outcome, reply.get("status"), wall=reply.get("wall", 0.0),
+            user=reply.get("utime", 0.0), system=reply.get("stime", 0.0),
+            maxrss_kib=reply.get("maxrss", 0), timeout=limits.timeout, backend="jit")
+        result.compile_seconds = control.compile_seconds
+        return result
+
+
+def _is_open(fd: int) -> bool:
+    try:
+        os.fstat(fd)
+        return True
+    except OSError:
+        return False
+
+
+def run_jit_inherit(ir_text: str, argv: Sequence[str], libs: Sequence[str] = (),
+                    libdirs: Sequence[str] = ()) -> int:
+    """Compile in this (single-threaded) process, fork a child that inherits the terminal, and
+    return its raw wait status. For the CLI's `run --backend jit`.
+
+    While the child runs, SIGINT and SIGQUIT are ignored here (as ``system(3)`` does): a
+    Ctrl-C is the program's, and its death is reported from the wait status.
+    """
+    from . import mcjit
+
+    compiled = mcjit.compile_ir(ir_text, libs, libdirs)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):
+            pass
+    mcjit.flush_c_stdio()
+    saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
+    try:
+        pid = os.fork()
+        if pid == 0:
+            mcjit.become_program(compiled.main_address, list(argv) or ["main"], None)
+        while True:
+            try:
+                _, status = os.waitpid(pid, 0)
+                return status
+            except InterruptedError:
+                continue
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)

@@ -1,0 +1,229 @@
+"""The JIT worker process: ``python -m cancho_kernel.compiler.backends.jit_worker FD``.
+
+Why a separate process: a Jupyter kernel has several threads, and forking it then running LLVM
+in the child is unsafe (locks held by other threads at fork time, kernel.md §3.3). This worker
+is single-threaded, keeps LLVM initialised, compiles each program with MCJIT and forks **one
+child per run**, so a trap or a segfault kills only that child.
+
+Protocol (Unix stream socket inherited as descriptor FD; each message is a 4-byte big-endian
+length and a UTF-8 JSON object; descriptors travel with ``socket.send_fds`` on the length):
+
+    client -> worker   {"op": "run", "ir", "argv", "libs", "libdirs", "slots", "memory"}
+                       + descriptors: one per entry of "slots" (0/1/2, the child's numbers;
+                       a standard descriptor absent from "slots" is closed in the child;
+                       "slots": null means the child keeps the worker's own)
+                       {"op": "ping"}
+    worker -> client   {"ev": "compiled", "seconds", "cached"}  then
+                       {"ev": "started", "pid"}                   then
+                       {"ev": "exited", "status", "utime", "stime", "maxrss", "wall"}
+                       or {"ev": "error", "kind": "invalid-ir"|"link"|"internal", "message"}
+                       {"ev": "pong", "pid"}
+
+The client kills a running child itself (SIGKILL to its process group, whose id is the pid it
+was told), so the worker never needs to listen while it waits. If the client goes away (end of
+file on the socket) the worker kills its child and exits; a child dies with the worker
+(PR_SET_PDEATHSIG).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import select
+import signal
+import socket
+import struct
+import sys
+import time
+import traceback
+from typing import Any
+
+_HEADER = struct.Struct("!I")
+MAX_FDS = 8
+
+
+def send_msg(sock: socket.socket, obj: dict[str, Any], fds: list[int] | None = None) -> None:
+    """One framed message; descriptors ride on the header."""
+    body = json.dumps(obj).encode()
+    header = _HEADER.pack(len(body))
+    if fds:
+        socket.send_fds(sock, [header], fds)
+        sock.sendall(body)
+    else:
+        sock.sendall(header + body)
+
+
+def _recv_exact(sock: socket.socket, n: int, into: bytearray) -> bool:
+    while len(into) < n:
+        try:
+            chunk = sock.recv(n - len(into))
+        except ConnectionResetError:
+            return False
+        if not chunk:
+            return False
+        into += chunk
+    return True
+
+
+def recv_msg(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
+    """The next message and its descriptors (close-on-exec), or None at end of file."""
+    try:
+        data, fds, _flags, _addr = socket.recv_fds(sock, _HEADER.size, MAX_FDS)
+    except ConnectionResetError:  # the peer died with unread data: the same as end of file
+        return None
+    for fd in fds:
+        os.set_inheritable(fd, False)
+    head = bytearray(data)
+    if not head or not _recv_exact(sock, _HEADER.size, head):
+        for fd in fds:
+            os.close(fd)
+        return None
+    (length,) = _HEADER.unpack(head)
+    body = bytearray()
+    if not _recv_exact(sock, length, body):
+        for fd in fds:
+            os.close(fd)
+        return None
+    return json.loads(body), fds
+
+
+class Worker:
+    """The worker's loop and its one cached compiled program (a re-run of the same IR, as a
+    benchmark does, skips compilation)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._cache_key: str | None = None
+        self._cached = None
+
+    def serve(self) -> None:
+        while True:
+            got = recv_msg(self.sock)
+            if got is None:
+                return
+            msg, fds = got
+            try:
+                if msg.get("op") == "run":
+                    if not self.run(msg, fds):
+                        return
+                elif msg.get("op") == "ping":
+                    send_msg(self.sock, {"ev": "pong", "pid": os.getpid()})
+                else:
+                    send_msg(self.sock, {"ev": "error", "kind": "internal",
+                                         "message": f"unknown request {msg.get('op')!r}"})
+            finally:
+                for fd in fds:
+                    try:
+                        os.close(fd)
+                    except OSError:
+                        pass
+
+    def _compile(self, msg: dict[str, Any]):
+        from . import mcjit
+
+        key = hashlib.sha256(json.dumps([msg["ir"], msg.get("libs", []),
+                                         msg.get("libdirs", [])]).encode()).hexdigest()
+        if key == self._cache_key:
+            return self._cached, True
+        self._cached = self._cache_key = None  # drop the old engine before building the next
+        compiled = mcjit.compile_ir(msg["ir"], msg.get("libs", []), msg.get("libdirs", []))
+        self._cached, self._cache_key = compiled, key
+        return compiled, False
+
+    def run(self, msg: dict[str, Any], fds: list[int]) -> bool:
+        """One run; False when the client has gone away."""
+        from . import mcjit, native
+        from .exe import LinkError
+
+        try:
+            compiled, cached = self._compile(msg)
+        except native.InvalidIR as exc:
+            send_msg(self.sock, {"ev": "error", "kind": "invalid-ir", "message": str(exc)})
+            return True
+        except LinkError as exc:
+            send_msg(self.sock, {"ev": "error", "kind": "link", "message": str(exc)})
+            return True
+        except Exception:  # noqa: BLE001 - reported to the client as an internal failure
+            send_msg(self.sock, {"ev": "error", "kind": "internal",
+                                 "message": traceback.format_exc()})
+            return True
+        send_msg(self.sock, {"ev": "compiled", "seconds": compiled.seconds, "cached": cached})
+
+        slots = msg.get("slots")
+        fd_map = None if slots is None else dict(zip(slots, fds))
+        mcjit.flush_c_stdio()
+        start = time.monotonic()
+        pid = os.fork()
+        if pid == 0:
+            mcjit.become_program(compiled.main_address, msg["argv"], fd_map, msg.get("memory"),
+                                 own_group=slots is not None, die_with_parent=True)
+        if slots is not None:
+            try:
+                os.setpgid(pid, pid)  # also here, so the client can kill the group at once
+            except OSError:
+                pass
+        for fd in fds:
+            os.close(fd)
+        fds.clear()
+        send_msg(self.sock, {"ev": "started", "pid": pid})
+        status, rusage, client_gone = self._wait(pid, own_group=slots is not None)
+        wall = time.monotonic() - start
+        if client_gone:
+            return False
+        send_msg(self.sock, {"ev": "exited", "status": status, "utime": rusage.ru_utime,
+                             "stime": rusage.ru_stime, "maxrss": rusage.ru_maxrss,
+                             "wall": wall})
+        return True
+
+    def _wait(self, pid: int, own_group: bool):
+        """Wait for the child, watching the socket: if the client disappears, kill the child."""
+        pidfd = os.pidfd_open(pid)
+        try:
+            client_gone = False
+            while True:
+                ready, _, _ = select.select([pidfd, self.sock], [], [])
+                if pidfd in ready:
+                    break
+                if self.sock in ready and not client_gone:
+                    try:
+                        peek = self.sock.recv(1, socket.MSG_PEEK)
+                    except OSError:
+                        peek = b""
+                    if not peek:
+                        client_gone = True
+                        try:
+                            os.killpg(pid, signal.SIGKILL) if own_group else os.kill(
+                                pid, signal.SIGKILL)
+                        except OSError:
+                            pass
+                    else:
+                        # A request while a child runs is not part of the protocol; wait on
+                        # the child alone rather than spin on the readable socket.
+                        select.select([pidfd], [], [])
+                        break
+            _, status, rusage = os.wait4(pid, 0)
+            return status, rusage, client_gone
+        finally:
+            os.close(pidfd)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    sock = socket.socket(fileno=int(argv[0]))
+    os.set_inheritable(sock.fileno(), False)
+    # Interrupts are the client's business (it kills the child); a terminal's Ctrl-C must not
+    # take the worker down with the kernel's process group.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    from . import native
+
+    native.ensure_initialised()
+    try:
+        Worker(sock).serve()
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
