@@ -1077,6 +1077,7 @@ def test_parse_file_never_raises(parts, seps):
     assert len(diags) <= 1
     if diags:
         d = diags[0]
+        assert d.rule != "internal", d.message
         assert d.span is not None and 0 <= d.span.start <= len(text)
         d.render()
 
@@ -1086,6 +1087,7 @@ def test_parse_file_never_raises(parts, seps):
 def test_parse_file_never_raises_on_arbitrary_text(text):
     f, diags = parse_file(SourceFile("fuzz.cho", text))
     assert (f is None) == (len(diags) == 1)
+    assert all(d.rule != "internal" for d in diags)
 
 
 def test_deep_nesting_is_a_diagnostic_not_a_crash():

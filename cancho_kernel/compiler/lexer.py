@@ -13,6 +13,7 @@ parser knows whether a unary minus applies to it.
 from __future__ import annotations
 
 import math
+import re
 import struct
 from dataclasses import dataclass
 from fractions import Fraction
@@ -39,6 +40,9 @@ TWO_CHAR_OPS: frozenset[str] = frozenset(["->", "&&", "||", "==", "=>", "::", ".
 ONE_CHAR_OPS: frozenset[str] = frozenset("(){}[],.;:=<>+-*/%!|^~&")
 
 WHITESPACE = " \t\n\x0c\r"
+# Whitespace and line comments, skipped in one regex step; and an identifier or keyword.
+_SKIP_RE = re.compile(r"(?:[ \t\n\x0c\r]+|//[^\n]*)+")
+_WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _DIGITS = "0123456789"
 _HEX = "0123456789abcdefABCDEF"
 
@@ -192,14 +196,13 @@ class _Lexer:
 
     def run(self) -> list[Token]:
         text, n = self.text, self.n
+        skip = _SKIP_RE.match
+        word_at = _WORD_RE.match
         i = 0
         while i < n:
             ch = text[i]
-            if ch in WHITESPACE:
-                i += 1
-            elif ch == "/" and i + 1 < n and text[i + 1] == "/":
-                nl = text.find("\n", i)
-                i = n if nl < 0 else nl
+            if ch in WHITESPACE or (ch == "/" and text.startswith("//", i)):
+                i = skip(text, i).end()
             elif ch == '"':
                 i = self.string(i)
             elif ch == "'":
@@ -207,9 +210,7 @@ class _Lexer:
             elif "0" <= ch <= "9":
                 i = self.number(i)
             elif _is_ident_start(ch):
-                j = i + 1
-                while j < n and _is_ident_continue(text[j]):
-                    j += 1
+                j = word_at(text, i).end()
                 word = text[i:j]
                 self.push(word if word in KEYWORDS else IDENT, i, j)
                 i = j

@@ -12,7 +12,7 @@ from typing import Optional
 from .. import ast
 from ..diagnostics import Diagnostic
 from ..lexer import EOF, LexError, tokenize
-from ..source import SourceFile
+from ..source import SourceFile, Span
 from .core import ParseError
 from .items import ItemParser
 
@@ -37,9 +37,9 @@ def parse_file(source: SourceFile) -> tuple[Optional[ast.File], list[Diagnostic]
         return None, [e.diagnostic]
     except RecursionError:
         # Pathologically deep nesting: report it where the file starts rather than crash.
-        from ..source import Span
-
         return None, [Diagnostic("internal", "the program nests too deeply for the parser", Span(source, 0, 0))]
+    except Exception as e:  # a bug of ours: an `internal` refusal, never a crash of the caller
+        return None, [Diagnostic("internal", f"the parser failed: {type(e).__name__}: {e}", Span(source, 0, 0))]
 
 
 def _parse_fragment(text: str, method: str):
