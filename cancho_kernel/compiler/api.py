@@ -53,8 +53,17 @@ def check_sources(sources: list[SourceFile]) -> CheckResult:
     """Parse and check a program made of these files."""
     from .check.program import check_program
 
-    diags, program = check_program(sources)
+    try:
+        diags, program = check_program(sources)
+    except Exception as e:  # our bug, never the user's: report it, never crash the caller
+        return CheckResult([internal_error(e, sources)])
     return CheckResult(sort_diagnostics(diags), program if not diags else None)
+
+
+def internal_error(e: BaseException, sources: list[SourceFile]) -> Diagnostic:
+    """A compiler failure of ours as rule `internal`, naming the exception (no traceback)."""
+    return Diagnostic("internal", f"the compiler failed: {type(e).__name__}: {e}; this is a bug in cancho-kernel",
+                      None, file_hint=sources[0].path if sources else None)
 
 
 def compile_sources(sources: list[SourceFile]) -> CompileResult:
@@ -68,7 +77,10 @@ def compile_sources(sources: list[SourceFile]) -> CompileResult:
         return CompileResult(checked.diagnostics, timings={"check": t1 - t0})
     from .codegen.lower import lower_program
 
-    ir, diags = lower_program(checked.program)
+    try:
+        ir, diags = lower_program(checked.program)
+    except Exception as e:
+        ir, diags = None, [internal_error(e, sources)]
     t2 = time.perf_counter()
     return CompileResult(sort_diagnostics(diags), ir if not diags else None, checked.program,
                          {"check": t1 - t0, "lower": t2 - t1})

@@ -1,0 +1,563 @@
+"""Lowering a checked program to LLVM IR text with llvmlite's IR builder.
+
+One LLVM function per reachable cancho function (`@lexs_<module.name>`), locals in entry-block
+allocas (promoted by O2), traps as inline `ud2` so a trap is SIGILL with nothing flushed, and a C
+`main` wrapper that stashes argc/argv and returns `lexs_main`'s result truncated to i32
+(runtime.md §0, §3). Capabilities have no run-time representation and are dropped everywhere.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from llvmlite import ir
+
+from .. import ast
+from ..check.body import CallTarget, CheckedFn, Local
+from ..check.program import CheckedProgram
+from ..check.types import (BOOL, BYTE, CINT, CPTR, F32, FLOAT, INT, Adt, Cap, Prim, Ref, Slice,
+                           Type)
+from ..diagnostics import Diagnostic
+from .runtime import Runtime
+
+I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+PTR = ir.PointerType()
+DOUBLE, FLOATT = ir.DoubleType(), ir.FloatType()
+SLICE = ir.LiteralStructType([PTR, I64])
+ARENA_BYTES = 65536
+
+
+def symbol(key: str) -> str:
+    """The LLVM name of a cancho function: `lexs_` + module path + name."""
+    module, name = key.split("::")
+    return "lexs_" + (module + "." if module else "") + name
+
+
+def lty(t: Type) -> Optional[ir.Type]:
+    """The LLVM type of a value of cancho type t; None when it has no run-time representation."""
+    if t == INT or t == CINT:
+        return I64
+    if t == BOOL:
+        return I1
+    if t == BYTE:
+        return I8
+    if t == FLOAT:
+        return DOUBLE
+    if t == F32:
+        return FLOATT
+    if t == CPTR:
+        return PTR
+    if isinstance(t, Cap):
+        return None
+    if isinstance(t, Adt) and t.key.startswith("::Split"):
+        return None
+    if isinstance(t, Ref):
+        if isinstance(t.target, Slice):
+            return SLICE
+        if lty(t.target) is None:
+            return None
+        return PTR
+    raise NotImplementedError(f"values of type `{t}` are not supported yet by cancho-kernel's code generator")
+
+
+def elem_storage(t: Type) -> tuple[ir.Type, int]:
+    """How one slice element is stored: (LLVM type in memory, stride). Bytes are packed; every
+    other leaf takes 8 bytes (runtime.md §5.3)."""
+    if t == BYTE:
+        return I8, 1
+    if t == INT:
+        return I64, 8
+    if t == BOOL:
+        return I64, 8
+    if t == FLOAT:
+        return DOUBLE, 8
+    if t == F32:
+        return FLOATT, 8
+    raise NotImplementedError(f"slices of `{t}` are not supported yet by cancho-kernel's code generator")
+
+
+class Unsupported(Exception):
+    """A construct the checker accepted but this code generator cannot lower yet."""
+
+    def __init__(self, message: str, span=None):
+        super().__init__(message)
+        self.span = span
+
+
+def lower_program(prog: CheckedProgram) -> tuple[Optional[str], list[Diagnostic]]:
+    """LLVM IR text for an accepted program, or an `internal` diagnostic located at the failing
+    function (never an exception)."""
+    try:
+        return ModuleLowering(prog).lower(), []
+    except Unsupported as e:
+        return None, [Diagnostic("internal", str(e), e.span)]
+    except NotImplementedError as e:
+        return None, [Diagnostic("internal", str(e), None)]
+
+
+class ModuleLowering:
+    """Builds the LLVM module for one program."""
+
+    def __init__(self, prog: CheckedProgram):
+        from ..backends import native
+
+        self.prog = prog
+        self.module = ir.Module(name="cancho")
+        self.module.triple = native.host_triple()
+        self.module.data_layout = native.data_layout()
+        self.rt = Runtime(self.module)
+        self.functions: dict[str, ir.Function] = {}
+        self.strings = 0
+
+    def lower(self) -> str:
+        keys = [k for k in self.prog.reachable() if k in self.prog.fns]
+        for k in keys:
+            self.declare(self.prog.fns[k])
+        for k in keys:
+            fn = self.prog.fns[k]
+            try:
+                FnLowering(self, fn).lower()
+            except NotImplementedError as e:
+                raise Unsupported(str(e), fn.item.decl.name.span) from e
+        self.rt.entry_wrapper(self.functions[self.prog.main])
+        return str(self.module)
+
+    def declare(self, fn: CheckedFn) -> None:
+        params = [lty(t) for _, t in fn.sig.params]
+        ret = lty(fn.sig.ret)
+        fnty = ir.FunctionType(ret if ret is not None else I64, [p for p in params if p is not None])
+        f = ir.Function(self.module, fnty, name=symbol(fn.item.key))
+        f.linkage = "internal"
+        self.functions[fn.item.key] = f
+
+    def string(self, data: bytes) -> ir.Value:
+        """A string literal: one private constant per occurrence, no NUL; value (ptr, len)."""
+        body = data if data else b"\0"
+        arr = ir.ArrayType(I8, len(body))
+        g = ir.GlobalVariable(self.module, arr, name=f"str.{self.strings}")
+        self.strings += 1
+        g.linkage = "private"
+        g.global_constant = True
+        g.unnamed_addr = True
+        g.initializer = ir.Constant(arr, bytearray(body))
+        return ir.Constant.literal_struct([g, ir.Constant(I64, len(data))])
+
+
+class FnLowering:
+    """Lowers one function body."""
+
+    def __init__(self, ml: ModuleLowering, fn: CheckedFn):
+        self.ml = ml
+        self.rt = ml.rt
+        self.fn = fn
+        self.func = ml.functions[fn.item.key]
+        self.entry = self.func.append_basic_block("entry")
+        self.alloca_builder = ir.IRBuilder(self.entry)
+        body = self.func.append_basic_block("body")
+        self.b = ir.IRBuilder(body)
+        self.slots: dict[int, ir.Value] = {}  # Local.uid -> alloca
+        self.arenas: list[tuple[ir.Value, ir.Value]] = []  # (base slot, bump slot), innermost last
+        self.arena_regions: list = []  # the checker's Region of each open arena, parallel to arenas
+        self._trap: Optional[ir.Block] = None
+
+    # ------------------------------------------------------------ plumbing
+
+    def lower(self) -> None:
+        args = iter(self.func.args)
+        for loc in self.fn.params:
+            t = lty(loc.ty)
+            if t is None:
+                continue
+            slot = self.slot(loc)
+            self.b.store(next(args), slot)
+        self.block(self.fn.item.decl.body)
+        if not self.b.block.is_terminated:
+            self.b.unreachable()
+        self.alloca_builder.branch(self.func.blocks[1])
+
+    def slot(self, loc: Local) -> Optional[ir.Value]:
+        t = lty(loc.ty)
+        if t is None:
+            return None
+        s = self.slots.get(loc.uid)
+        if s is None:
+            s = self.alloca_builder.alloca(t, name=loc.name)
+            self.slots[loc.uid] = s
+        return s
+
+    def trap_block(self) -> ir.Block:
+        if self._trap is None:
+            self._trap = self.func.append_basic_block("trap")
+            tb = ir.IRBuilder(self._trap)
+            self.rt.trap(tb)
+        return self._trap
+
+    def trap_if(self, cond: ir.Value) -> None:
+        """Branch to the function's trap block when cond holds; continue otherwise."""
+        ok = self.func.append_basic_block("ok")
+        self.b.cbranch(cond, self.trap_block(), ok)
+        self.b.position_at_end(ok)
+
+    def fresh_if_terminated(self) -> None:
+        if self.b.block.is_terminated:
+            self.b.position_at_end(self.func.append_basic_block("dead"))
+
+    # ------------------------------------------------------------ statements
+
+    def block(self, block: ast.Block) -> None:
+        for s in block.stmts:
+            self.fresh_if_terminated()
+            self.stmt(s)
+
+    def stmt(self, s: ast.Stmt) -> None:
+        b = self.b
+        if isinstance(s, ast.Let):
+            v = self.expr(s.value)
+            loc: Local = self.fn.bindings[id(s)]
+            slot = self.slot(loc)
+            if slot is not None:
+                b.store(v, slot)
+        elif isinstance(s, ast.LetStruct):
+            self.expr(s.value)  # a Split carries no data
+            for loc in self.fn.bindings[id(s)]:
+                if lty(loc.ty) is not None:
+                    raise NotImplementedError("struct destructuring is not supported yet by cancho-kernel's code generator")
+        elif isinstance(s, ast.Assign):
+            self.assign(s)
+        elif isinstance(s, ast.ExprStmt):
+            self.expr(s.expr)
+        elif isinstance(s, ast.If):
+            self.if_stmt(s)
+        elif isinstance(s, ast.While):
+            cond_bb = self.func.append_basic_block("while.cond")
+            body_bb = self.func.append_basic_block("while.body")
+            end_bb = self.func.append_basic_block("while.end")
+            b.branch(cond_bb)
+            b.position_at_end(cond_bb)
+            c = self.expr(s.cond)
+            self.b.cbranch(c, body_bb, end_bb)
+            self.b.position_at_end(body_bb)
+            self.block(s.body)
+            if not self.b.block.is_terminated:
+                self.b.branch(cond_bb)
+            self.b.position_at_end(end_bb)
+        elif isinstance(s, ast.Return):
+            v = self.expr(s.value)
+            for base, _ in reversed(self.arenas):
+                self.rt.free(self.b, self.b.load(base))
+            self.b.ret(v if v is not None else ir.Constant(I64, 0))
+        elif isinstance(s, ast.Borrow):
+            target, ref = self.fn.bindings[id(s)]
+            slot = self.slot(ref)
+            if slot is not None:
+                src = self.slot(target)
+                self.b.store(src, slot)
+            self.block(s.body)
+        elif isinstance(s, ast.RegionStmt):
+            base_slot = self.alloca_builder.alloca(PTR, name=f"arena.{s.name.name}.base")
+            bump_slot = self.alloca_builder.alloca(PTR, name=f"arena.{s.name.name}.bump")
+            base = self.rt.malloc(self.b, ir.Constant(I64, ARENA_BYTES))
+            self.trap_if(self.b.icmp_unsigned("==", base, ir.Constant(PTR, None)))
+            self.b.store(base, base_slot)
+            self.b.store(base, bump_slot)
+            self.arenas.append((base_slot, bump_slot))
+            self.arena_regions.append(self.fn.regions[id(s)])
+            self.block(s.body)
+            self.arenas.pop()
+            self.arena_regions.pop()
+            if not self.b.block.is_terminated:
+                self.rt.free(self.b, self.b.load(base_slot))
+        else:
+            raise NotImplementedError(f"{type(s).__name__} is not supported yet by cancho-kernel's code generator")
+
+    def if_stmt(self, s: ast.If) -> None:
+        c = self.expr(s.cond)
+        then_bb = self.func.append_basic_block("if.then")
+        else_bb = self.func.append_basic_block("if.else")
+        end_bb = self.func.append_basic_block("if.end")
+        self.b.cbranch(c, then_bb, else_bb)
+        self.b.position_at_end(then_bb)
+        self.block(s.then)
+        if not self.b.block.is_terminated:
+            self.b.branch(end_bb)
+        self.b.position_at_end(else_bb)
+        if isinstance(s.else_, ast.If):
+            self.if_stmt(s.else_)
+        elif s.else_ is not None:
+            self.block(s.else_)
+        if not self.b.block.is_terminated:
+            self.b.branch(end_bb)
+        self.b.position_at_end(end_bb)
+
+    def assign(self, s: ast.Assign) -> None:
+        v = self.expr(s.value)
+        t = s.target
+        if isinstance(t, ast.Name):
+            slot = self.slot(t.info)
+            if slot is not None:
+                self.b.store(v, slot)
+            return
+        if isinstance(t, ast.Index):
+            ptr = self.element_ptr(t)
+            self.store_elem(v, ptr, t.ty)
+            return
+        if isinstance(t, ast.Unary) and t.op == "*":
+            p = self.expr(t.operand)
+            if p is not None:
+                self.b.store(v, p)
+            return
+        raise NotImplementedError("this assignment is not supported yet by cancho-kernel's code generator")
+
+    # ------------------------------------------------------------ expressions
+
+    def expr(self, e: ast.Expr) -> Optional[ir.Value]:
+        b = self.b
+        if isinstance(e, ast.IntLit):
+            return ir.Constant(I64, e.value)
+        if isinstance(e, ast.BoolLit):
+            return ir.Constant(I1, int(e.value))
+        if isinstance(e, ast.FloatLit):
+            import struct
+            if e.is_f32:
+                return ir.Constant(FLOATT, struct.unpack("<f", struct.pack("<I", e.bits))[0])
+            return ir.Constant(DOUBLE, struct.unpack("<d", struct.pack("<Q", e.bits))[0])
+        if isinstance(e, ast.StrLit):
+            return self.ml.string(e.value)
+        if isinstance(e, ast.Name):
+            slot = self.slot(e.info)
+            return None if slot is None else b.load(slot)
+        if isinstance(e, ast.Unary):
+            return self.unary(e)
+        if isinstance(e, ast.Binary):
+            return self.binary(e)
+        if isinstance(e, ast.Call):
+            return self.call(e)
+        if isinstance(e, ast.Index):
+            ptr = self.element_ptr(e)
+            return self.load_elem(ptr, e.ty)
+        if isinstance(e, ast.SliceExpr):
+            s = self.expr(e.base)
+            lo = self.expr(e.lo)
+            hi = self.expr(e.hi)
+            length = self.b.extract_value(s, 1)
+            bad = self.b.or_(self.b.icmp_unsigned(">", hi, length), self.b.icmp_unsigned(">", lo, hi))
+            self.trap_if(bad)
+            _, stride = elem_storage(e.ty.target.elem)
+            p = self.b.gep(self.b.extract_value(s, 0), [self.b.mul(lo, ir.Constant(I64, stride))], inbounds=True,
+                           source_etype=I8)
+            r = self.b.insert_value(ir.Constant(SLICE, ir.Undefined), p, 0)
+            return self.b.insert_value(r, self.b.sub(hi, lo), 1)
+        if isinstance(e, ast.AllocSlice):
+            return self.alloc_slice(e)
+        raise NotImplementedError(f"{type(e).__name__} is not supported yet by cancho-kernel's code generator")
+
+    def element_ptr(self, e: ast.Index) -> ir.Value:
+        s = self.expr(e.base)
+        i = self.expr(e.index)
+        self.trap_if(self.b.icmp_unsigned(">=", i, self.b.extract_value(s, 1)))
+        store_t, stride = elem_storage(e.ty)
+        off = i if stride == 1 else self.b.mul(i, ir.Constant(I64, stride))
+        return self.b.gep(self.b.extract_value(s, 0), [off], inbounds=True, source_etype=I8)
+
+    def load_elem(self, ptr: ir.Value, t: Type) -> ir.Value:
+        store_t, _ = elem_storage(t)
+        v = self.b.load(ptr, typ=store_t, align=1)
+        return self.b.trunc(v, I1) if t == BOOL else v
+
+    def store_elem(self, v: ir.Value, ptr: ir.Value, t: Type) -> None:
+        if t == BOOL:
+            v = self.b.zext(v, I64)
+        self.b.store(v, ptr, align=1)
+
+    def alloc_slice(self, e: ast.AllocSlice) -> ir.Value:
+        n = self.expr(e.count)
+        fill = self.expr(e.fill)
+        elem = e.ty.target.elem
+        store_t, stride = elem_storage(elem)
+        b = self.b
+        self.trap_if(b.icmp_signed("<", n, ir.Constant(I64, 0)))
+        mul = b.call(self.rt.intrinsic("llvm.smul.with.overflow", I64), [n, ir.Constant(I64, stride)])
+        self.trap_if(b.extract_value(mul, 1))
+        size = b.extract_value(mul, 0)
+        arena = self.arena_of(e)
+        base_slot, bump_slot = arena
+        at = b.load(bump_slot)
+        at_i = b.ptrtoint(at, I64)
+        next_i = b.add(at_i, size)
+        end_i = b.add(b.ptrtoint(b.load(base_slot), I64), ir.Constant(I64, ARENA_BYTES))
+        self.trap_if(b.or_(b.icmp_unsigned(">", next_i, end_i), b.icmp_unsigned("<", next_i, at_i)))
+        b.store(b.gep(at, [size], inbounds=True, source_etype=I8), bump_slot)
+        # fill loop
+        head = self.func.append_basic_block("fill.head")
+        body = self.func.append_basic_block("fill.body")
+        done = self.func.append_basic_block("fill.done")
+        pre = b.block
+        b.branch(head)
+        b.position_at_end(head)
+        k = b.phi(I64)
+        k.add_incoming(ir.Constant(I64, 0), pre)
+        b.cbranch(b.icmp_signed("<", k, n), body, done)
+        b.position_at_end(body)
+        off = k if stride == 1 else b.mul(k, ir.Constant(I64, stride))
+        self.store_elem(fill, b.gep(at, [off], inbounds=True, source_etype=I8), elem)
+        k.add_incoming(b.add(k, ir.Constant(I64, 1)), b.block)
+        b.branch(head)
+        b.position_at_end(done)
+        r = b.insert_value(ir.Constant(SLICE, ir.Undefined), at, 0)
+        return b.insert_value(r, n, 1)
+
+    def arena_of(self, e: ast.AllocSlice) -> tuple[ir.Value, ir.Value]:
+        """The slots of the open arena the checker resolved `alloc_slice[a]` to."""
+        target = e.ty.region
+        for idx in range(len(self.arena_regions) - 1, -1, -1):
+            if self.arena_regions[idx] is target:
+                return self.arenas[idx]
+        raise NotImplementedError(f"arena `{target.name}` is not open here")
+
+    def unary(self, e: ast.Unary) -> ir.Value:
+        v = self.expr(e.operand)
+        t = e.ty
+        if e.op == "-":
+            if t == INT:
+                r = self.b.call(self.rt.intrinsic("llvm.ssub.with.overflow", I64), [ir.Constant(I64, 0), v])
+                self.trap_if(self.b.extract_value(r, 1))
+                return self.b.extract_value(r, 0)
+            return self.b.fneg(v)
+        if e.op == "!":
+            return self.b.xor(v, ir.Constant(I1, 1))
+        if e.op == "~":
+            return self.b.xor(v, ir.Constant(I64, -1))
+        if e.op == "*":
+            return self.b.load(v, typ=lty(t))
+        raise NotImplementedError(e.op)
+
+    def binary(self, e: ast.Binary) -> ir.Value:
+        op = e.op
+        b = self.b
+        if op in ("&&", "||"):
+            left = self.expr(e.left)
+            start = b.block
+            rhs = self.func.append_basic_block("logic.rhs")
+            end = self.func.append_basic_block("logic.end")
+            if op == "&&":
+                b.cbranch(left, rhs, end)
+            else:
+                b.cbranch(left, end, rhs)
+            b.position_at_end(rhs)
+            right = self.expr(e.right)
+            rhs_end = self.b.block
+            self.b.branch(end)
+            self.b.position_at_end(end)
+            phi = self.b.phi(I1)
+            phi.add_incoming(ir.Constant(I1, 0 if op == "&&" else 1), start)
+            phi.add_incoming(right, rhs_end)
+            return phi
+        lt = e.left.ty
+        a = self.expr(e.left)
+        c = self.expr(e.right)
+        b = self.b
+        if lt in (FLOAT, F32):
+            if op == "+":
+                return b.fadd(a, c)
+            if op == "-":
+                return b.fsub(a, c)
+            if op == "*":
+                return b.fmul(a, c)
+            if op == "/":
+                return b.fdiv(a, c)
+            # Ordered predicates, except `!=`, which is unordered (true when either side is NaN).
+            return b.fcmp_unordered(op, a, c) if op == "!=" else b.fcmp_ordered(op, a, c)
+        if op in ("+", "-", "*"):
+            name = {"+": "llvm.sadd.with.overflow", "-": "llvm.ssub.with.overflow", "*": "llvm.smul.with.overflow"}[op]
+            r = b.call(self.rt.intrinsic(name, I64), [a, c])
+            self.trap_if(b.extract_value(r, 1))
+            return b.extract_value(r, 0)
+        if op in ("/", "%"):
+            return self.divide(op, a, c)
+        if op in ("<<", ">>"):
+            if not isinstance(c, ir.Constant):
+                self.trap_if(b.icmp_unsigned(">=", c, ir.Constant(I64, 64)))
+            return b.shl(a, c) if op == "<<" else b.ashr(a, c)
+        if op == "&":
+            return b.and_(a, c)
+        if op == "|":
+            return b.or_(a, c)
+        if op == "^":
+            return b.xor(a, c)
+        if op in ("==", "!="):
+            return b.icmp_unsigned(op, a, c) if lt in (BOOL, BYTE, CPTR) else b.icmp_signed(op, a, c)
+        if op in ("<", "<=", ">", ">="):
+            return b.icmp_signed(op, a, c)
+        raise NotImplementedError(op)
+
+    def divide(self, op: str, a: ir.Value, c: ir.Value) -> ir.Value:
+        """Checked division: zero divisor traps; a divisor of -1 takes a real branch so that
+        `sdiv MIN, -1` / `srem MIN, -1` are never reached (MIN / -1 traps, x % -1 is 0)."""
+        b = self.b
+        self.trap_if(b.icmp_signed("==", c, ir.Constant(I64, 0)))
+        minus_one = self.func.append_basic_block("div.minus_one")
+        normal = self.func.append_basic_block("div.normal")
+        end = self.func.append_basic_block("div.end")
+        b.cbranch(b.icmp_signed("==", c, ir.Constant(I64, -1)), minus_one, normal)
+        b.position_at_end(minus_one)
+        if op == "/":
+            self.trap_if(b.icmp_signed("==", a, ir.Constant(I64, -(1 << 63))))
+            special = b.sub(ir.Constant(I64, 0), a)
+        else:
+            special = ir.Constant(I64, 0)
+        special_end = b.block
+        b.branch(end)
+        b.position_at_end(normal)
+        plain = b.sdiv(a, c) if op == "/" else b.srem(a, c)
+        b.branch(end)
+        b.position_at_end(end)
+        phi = b.phi(I64)
+        phi.add_incoming(special, special_end)
+        phi.add_incoming(plain, normal)
+        return phi
+
+    # ------------------------------------------------------------ calls
+
+    def call(self, e: ast.Call) -> Optional[ir.Value]:
+        target: CallTarget = e.info
+        if target.kind == "fn":
+            args = [self.expr(a) for a in e.args]
+            f = self.ml.functions[target.item.key]
+            return self.b.call(f, [a for a in args if a is not None])
+        if target.kind == "builtin":
+            return self.builtin(target.name, e)
+        raise NotImplementedError(f"calls of kind {target.kind} are not supported yet by cancho-kernel's code generator")
+
+    def builtin(self, name: str, e: ast.Call) -> Optional[ir.Value]:
+        args = [self.expr(a) for a in e.args]
+        b, rt = self.b, self.rt
+        if name in ("split",):
+            return None
+        if name == "release":
+            return ir.Constant(I64, 0)
+        if name == "putchar":
+            return b.sext(b.call(rt.libc("putchar"), [b.trunc(args[1], I32)]), I64)
+        if name == "getchar":
+            return b.sext(b.call(rt.libc("getchar"), []), I64)
+        if name in ("write_bytes", "write_err"):
+            s = args[1]
+            stream = b.load(rt.stream("stdout" if name == "write_bytes" else "stderr"))
+            return b.call(rt.libc("fwrite"), [b.extract_value(s, 0), ir.Constant(I64, 1), b.extract_value(s, 1), stream])
+        if name == "len":
+            return b.extract_value(args[0], 1)
+        if name == "byte_of":
+            self.trap_if(b.icmp_unsigned(">", args[0], ir.Constant(I64, 255)))
+            return b.trunc(args[0], I8)
+        if name == "int_of":
+            return b.zext(args[0], I64)
+        if name == "wrapping_add":
+            return b.add(args[0], args[1])
+        if name == "wrapping_sub":
+            return b.sub(args[0], args[1])
+        if name == "wrapping_mul":
+            return b.mul(args[0], args[1])
+        if name == "trap":
+            rt.trap(b)
+            self.b.position_at_end(self.func.append_basic_block("after.trap"))
+            return ir.Constant(I64, 0)
+        raise NotImplementedError(f"the builtin `{name}` is not supported yet by cancho-kernel's code generator")

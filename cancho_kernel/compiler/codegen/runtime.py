@@ -1,0 +1,98 @@
+"""The run-time support every program gets: libc declarations, the trap, the C entry wrapper.
+
+Kept apart from expression lowering so the contract with C (symbols, widths, streams) is in one
+place (runtime.md §0, §1.1, §3.1, §6).
+"""
+
+from __future__ import annotations
+
+import platform
+
+from llvmlite import ir
+
+I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+LIBC: dict[str, ir.FunctionType] = {
+    "putchar": ir.FunctionType(I32, [I32]),
+    "getchar": ir.FunctionType(I32, []),
+    "fwrite": ir.FunctionType(I64, [PTR, I64, I64, PTR]),
+    "fflush": ir.FunctionType(I32, [PTR]),
+    "ferror": ir.FunctionType(I32, [PTR]),
+    "malloc": ir.FunctionType(PTR, [I64]),
+    "calloc": ir.FunctionType(PTR, [I64, I64]),
+    "free": ir.FunctionType(VOID, [PTR]),
+    "memmove": ir.FunctionType(PTR, [PTR, PTR, I64]),
+    "memchr": ir.FunctionType(PTR, [PTR, I32, I64]),
+    "strlen": ir.FunctionType(I64, [PTR]),
+}
+
+
+def trap_asm() -> str:
+    """The trap instruction: `ud2` (SIGILL) on x86-64, `udf` on aarch64 — never llvm.trap."""
+    machine = platform.machine().lower()
+    if machine in ("x86_64", "amd64", "i686", "x86"):
+        return "ud2"
+    if machine in ("aarch64", "arm64"):
+        return "udf #0xc11f"
+    raise NotImplementedError(f"traps are not measured on {machine}; refusing to guess the instruction")
+
+
+class Runtime:
+    """Declares what a module needs from libc, lazily, once each."""
+
+    def __init__(self, module: ir.Module):
+        self.module = module
+        self.argc = ir.GlobalVariable(module, I64, name="lexs_argc")
+        self.argc.linkage = "internal"
+        self.argc.initializer = ir.Constant(I64, 0)
+        self.argv = ir.GlobalVariable(module, PTR, name="lexs_argv")
+        self.argv.linkage = "internal"
+        self.argv.initializer = ir.Constant(PTR, None)
+        self._asm = ir.InlineAsm(ir.FunctionType(VOID, []), trap_asm(), "", side_effect=True)
+
+    def libc(self, name: str) -> ir.Function:
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        return ir.Function(self.module, LIBC[name], name=name)
+
+    def stream(self, name: str) -> ir.GlobalVariable:
+        """The C `stdout`/`stderr` FILE* variables (glibc names; `__stdoutp` on Darwin)."""
+        sym = name if platform.system() != "Darwin" else f"__{name}p"
+        g = self.module.globals.get(sym)
+        if g is None:
+            g = ir.GlobalVariable(self.module, PTR, name=sym)
+            g.linkage = "external"
+        return g
+
+    def intrinsic(self, name: str, t: ir.Type) -> ir.Function:
+        """`llvm.{sadd,ssub,smul}.with.overflow.i64`: returns {result, overflowed}."""
+        full = f"{name}.i{t.width}"
+        existing = self.module.globals.get(full)
+        if existing is not None:
+            return existing
+        if name.endswith(".with.overflow"):
+            fnty = ir.FunctionType(ir.LiteralStructType([t, ir.IntType(1)]), [t, t])
+            return ir.Function(self.module, fnty, name=full)
+        raise NotImplementedError(f"intrinsic {name}")
+
+    def trap(self, b: ir.IRBuilder) -> None:
+        b.call(self._asm, [])
+        b.unreachable()
+
+    def malloc(self, b: ir.IRBuilder, n: ir.Value) -> ir.Value:
+        return b.call(self.libc("malloc"), [n])
+
+    def free(self, b: ir.IRBuilder, p: ir.Value) -> None:
+        b.call(self.libc("free"), [p])
+
+    def entry_wrapper(self, lexs_main: ir.Function) -> None:
+        """C `int main(int argc, char **argv)`: stash argc/argv, run, truncate to i32."""
+        f = ir.Function(self.module, ir.FunctionType(I32, [I32, PTR]), name="main")
+        b = ir.IRBuilder(f.append_basic_block("entry"))
+        b.store(b.sext(f.args[0], I64), self.argc)
+        b.store(f.args[1], self.argv)
+        r = b.call(lexs_main, [])
+        b.ret(b.trunc(r, I32))
