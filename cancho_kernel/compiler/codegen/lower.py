@@ -244,7 +244,7 @@ class FnLowering:
         elif isinstance(s, ast.Return):
             v = self.expr(s.value)
             for base, _ in reversed(self.arenas):
-                self.rt.free(self.b, self.b.load(base))
+                self.rt.free(self.b, self.b.load(base, typ=PTR))
             self.b.ret(v if v is not None else ir.Constant(I64, 0))
         elif isinstance(s, ast.Borrow):
             target, ref = self.fn.bindings[id(s)]
@@ -266,7 +266,7 @@ class FnLowering:
             self.arenas.pop()
             self.arena_regions.pop()
             if not self.b.block.is_terminated:
-                self.rt.free(self.b, self.b.load(base_slot))
+                self.rt.free(self.b, self.b.load(base_slot, typ=PTR))
         else:
             raise NotImplementedError(f"{type(s).__name__} is not supported yet by cancho-kernel's code generator")
 
@@ -325,7 +325,7 @@ class FnLowering:
             return self.ml.string(e.value)
         if isinstance(e, ast.Name):
             slot = self.slot(e.info)
-            return None if slot is None else b.load(slot)
+            return None if slot is None else b.load(slot, typ=lty(e.info.ty))
         if isinstance(e, ast.Unary):
             return self.unary(e)
         if isinstance(e, ast.Binary):
@@ -381,10 +381,10 @@ class FnLowering:
         size = b.extract_value(mul, 0)
         arena = self.arena_of(e)
         base_slot, bump_slot = arena
-        at = b.load(bump_slot)
+        at = b.load(bump_slot, typ=PTR)
         at_i = b.ptrtoint(at, I64)
         next_i = b.add(at_i, size)
-        end_i = b.add(b.ptrtoint(b.load(base_slot), I64), ir.Constant(I64, ARENA_BYTES))
+        end_i = b.add(b.ptrtoint(b.load(base_slot, typ=PTR), I64), ir.Constant(I64, ARENA_BYTES))
         self.trap_if(b.or_(b.icmp_unsigned(">", next_i, end_i), b.icmp_unsigned("<", next_i, at_i)))
         b.store(b.gep(at, [size], inbounds=True, source_etype=I8), bump_slot)
         # fill loop
@@ -541,7 +541,7 @@ class FnLowering:
             return b.sext(b.call(rt.libc("getchar"), []), I64)
         if name in ("write_bytes", "write_err"):
             s = args[1]
-            stream = b.load(rt.stream("stdout" if name == "write_bytes" else "stderr"))
+            stream = b.load(rt.stream("stdout" if name == "write_bytes" else "stderr"), typ=PTR)
             return b.call(rt.libc("fwrite"), [b.extract_value(s, 0), ir.Constant(I64, 1), b.extract_value(s, 1), stream])
         if name == "len":
             return b.extract_value(args[0], 1)
