@@ -1,0 +1,422 @@
+"""The `cancho` command line: build, check, run, ir, asm (runtime.md §8).
+
+Exit codes (§8.2): 0 success; 1 program refused (including rule `internal`); 2 command line
+wrong (the message, a blank line and the usage text on stderr); 3 environment (no linker,
+unreadable input in text mode, unwritable output, a `run` whose program died by a signal);
+`run` otherwise exits with the program's own status, so `cancho run p.cho` and
+`cancho build p.cho && ./p` agree.
+
+Messages follow the reference CLI's wording. Nothing a compiler pass raises may escape as a
+traceback: it becomes a diagnostic with rule `internal` (exit 1).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import __version__
+from .compiler import api
+from .compiler.diagnostics import CompileError, Diagnostic, render_json, render_text
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_ENVIRONMENT = 0, 1, 2, 3
+
+USAGE = """\
+cancho — a compiler for the cancho systems language (llvmlite backends)
+
+usage:
+    cancho build <file.cho>... [-o <output>] [--emit exe|obj] [--std] [-l <name>]... [-L <path>]...
+    cancho check <file.cho>... [--std] [--output json]
+    cancho run   <file.cho>... [--backend jit|exe] [--std] [-l <name>]... [-L <path>]... [-- <arg>...]
+    cancho ir    <file.cho>... [--std]
+    cancho asm   <file.cho>... [--std]
+    cancho --version
+    cancho -h | --help
+
+options:
+    -o <output>       where `build` writes (default: the first input's stem, `.o` for obj)
+    --emit exe|obj    `build` a linked executable (default) or a bare object file
+    --std             make the standard library's source available
+    --output json     `check` answers as data on stdout rather than prose on stderr
+    --backend jit|exe `run` through MCJIT in this process (default) or a linked executable
+    -l <name>         link `lib<name>` (`build`/`run` only); repeatable, passed to `cc`
+    -L <path>         add a library search path (`build`/`run` only); repeatable
+    -- <arg>...       `run`: everything after `--` is the program's command line
+
+A program is the set of files named, in any order. `check` also generates code and discards
+it, so a program it accepts is one `build` can compile.
+
+exit status: 0 success, 1 refused, 2 usage, 3 environment; `run` exits with the program's own
+status, or 3 if the program was killed by a signal (a trap is signal 4, SIGILL).
+"""
+
+COMMANDS = ("build", "check", "run", "ir", "asm")
+
+
+class Failure(Exception):
+    """Ends the command: ``message`` on stderr, exit ``code``."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.message = message
+        self.code = code
+
+
+def usage(message: str) -> Failure:
+    return Failure(f"{message}\n\n{USAGE}", EXIT_USAGE)
+
+
+def environment(message: str) -> Failure:
+    return Failure(message, EXIT_ENVIRONMENT)
+
+
+@dataclass
+class Invocation:
+    """What a command line asked for."""
+
+    command: str
+    inputs: list[str] = field(default_factory=list)
+    output: str | None = None
+    emit: str = "exe"
+    std: bool = False
+    json: bool = False
+    backend: str = "jit"
+    libs: list[str] = field(default_factory=list)
+    libdirs: list[str] = field(default_factory=list)
+    program_args: list[str] = field(default_factory=list)
+
+
+def parse_args(command: str, args: Sequence[str]) -> Invocation:
+    """Parse one command's arguments; options a command does not take are unknown options."""
+    inv = Invocation(command)
+    build, run = command == "build", command == "run"
+    it = iter(args)
+
+    def value(flag: str, what: str) -> str:
+        try:
+            return next(it)
+        except StopIteration:
+            raise usage(f"`{flag}` needs {what}") from None
+
+    for arg in it:
+        if arg == "-o" and build:
+            inv.output = value("-o", "a path")
+        elif arg == "--emit" and build:
+            kind = value("--emit", "a kind")
+            if kind not in ("exe", "obj"):
+                raise usage(f"unknown emit kind `{kind}`")
+            inv.emit = kind
+        elif arg == "--std":
+            inv.std = True
+        elif arg == "--output" and command == "check":
+            form = value("--output", "a form")
+            if form != "json":
+                raise usage(f"unknown output form `{form}`")
+            inv.json = True
+        elif arg == "--backend" and run:
+            name = value("--backend", "a name")
+            if name not in ("jit", "exe"):
+                raise usage(f"unknown backend `{name}`")
+            inv.backend = name
+        elif arg == "-l" and (build or run):
+            inv.libs.append(value("-l", "a library name"))
+        elif arg == "-L" and (build or run):
+            inv.libdirs.append(value("-L", "a path"))
+        elif arg == "--" and run:
+            inv.program_args = list(it)
+        elif arg.startswith("-") and arg != "-":
+            raise usage(f"unknown option `{arg}`")
+        else:
+            inv.inputs.append(arg)
+    if not inv.inputs:
+        raise usage("no input file given")
+    return inv
+
+
+def default_output(first_input: str, emit: str) -> str:
+    stem = Path(first_input).stem
+    return f"{stem}.o" if emit == "obj" else stem
+
+
+# ---------------------------------------------------------------------------------------------
+# compiling
+
+
+def _os_error_text(exc: OSError) -> str:
+    """An OS error the way the reference (Rust) prints it: `No such file (os error 2)`."""
+    if exc.errno is not None and exc.strerror:
+        return f"{exc.strerror} (os error {exc.errno})"
+    return str(exc)
+
+
+def _internal(inv: Invocation, what: str, exc: BaseException | str) -> Diagnostic:
+    detail = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
+    return Diagnostic(
+        "internal",
+        f"the compiler failed {what}; this is a bug in cancho, not in the program ({detail})",
+        None, file_hint=inv.inputs[0])
+
+
+def _load(inv: Invocation) -> tuple[list, list[Diagnostic]]:
+    """The program's sources, or (in json mode) a program-level refusal for unreadable input."""
+    try:
+        return api.load_sources(inv.inputs, std=inv.std), []
+    except OSError as exc:
+        name = exc.filename if exc.filename is not None else inv.inputs[0]
+        message = f"cannot read `{name}`: {_os_error_text(exc)}"
+        if inv.json:
+            return [], [Diagnostic("program-shape", message, None)]
+        raise environment(message) from None
+    except Exception as exc:  # noqa: BLE001 - never a traceback
+        return [], [_internal(inv, "to read the program", exc)]
+
+
+def _compile(inv: Invocation) -> tuple[str | None, list[Diagnostic]]:
+    """IR text, or the refusals (every compiler failure of ours is rule `internal`)."""
+    sources, diags = _load(inv)
+    if diags:
+        return None, diags
+    try:
+        result = api.compile_sources(sources)
+    except CompileError as exc:
+        return None, list(exc.diagnostics) or [_internal(inv, "to compile", exc)]
+    except Exception as exc:  # noqa: BLE001 - never a traceback
+        return None, [_internal(inv, "to compile", exc)]
+    if result.diagnostics:
+        return None, list(result.diagnostics)
+    if result.ir is None:
+        return None, [_internal(inv, "to generate code", "no IR was produced")]
+    return result.ir, []
+
+
+def _backend_step(inv: Invocation, step):
+    """Run one backend step; our IR bugs are `internal` refusals, a missing linker exit 3."""
+    from .compiler.backends import native
+    from .compiler.backends.exe import LinkError
+
+    try:
+        return step(), []
+    except native.InvalidIR as exc:
+        return None, [_internal(inv, "to generate code", str(exc))]
+    except LinkError as exc:
+        raise environment(str(exc)) from None
+    except Failure:
+        raise
+    except OSError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - never a traceback
+        return None, [_internal(inv, "to generate code", exc)]
+
+
+def _refuse(diags: list[Diagnostic]) -> int:
+    if sys.stderr is not None:
+        sys.stderr.write(render_text(diags, color=_isatty(sys.stderr)))
+    return EXIT_REFUSED
+
+
+def _isatty(stream) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _compiled_or_refused(inv: Invocation) -> str:
+    ir, diags = _compile(inv)
+    if diags:
+        raise _Refused(diags)
+    assert ir is not None
+    return ir
+
+
+class _Refused(Exception):
+    def __init__(self, diags: list[Diagnostic]) -> None:
+        super().__init__(len(diags))
+        self.diags = diags
+
+
+# ---------------------------------------------------------------------------------------------
+# commands
+
+
+def cmd_check(inv: Invocation) -> int:
+    from .compiler.backends import native
+
+    ir, diags = _compile(inv)
+    if ir is not None:  # like the reference, generate the object and discard it
+        _, diags = _backend_step(inv, lambda: native.emit_object(ir))
+    if inv.json:
+        _write_stdout(render_json(diags))
+        return EXIT_REFUSED if diags else EXIT_OK
+    return _refuse(diags) if diags else EXIT_OK
+
+
+def cmd_build(inv: Invocation) -> int:
+    from .compiler.backends import exe
+
+    ir = _compiled_or_refused(inv)
+    out = inv.output or default_output(inv.inputs[0], inv.emit)
+    try:
+        if inv.emit == "obj":
+            _, diags = _backend_step(inv, lambda: exe.write_object(ir, out))
+        else:
+            _, diags = _backend_step(
+                inv, lambda: exe.build_executable(ir, out, inv.libs, inv.libdirs))
+    except OSError as exc:
+        raise environment(f"cannot write `{out}`: {_os_error_text(exc)}") from None
+    return _refuse(diags) if diags else EXIT_OK
+
+
+def cmd_run(inv: Invocation) -> int:
+    ir = _compiled_or_refused(inv)
+    run_dir = Path(tempfile.gettempdir()) / f"cancho-run-{os.getpid()}"
+    exe_path = run_dir / default_output(inv.inputs[0], "exe")
+    argv = [str(exe_path), *inv.program_args]  # the same argv[0] on both backends
+    if inv.backend == "jit":
+        from .compiler.backends.jit import run_jit_inherit
+
+        status, diags = _backend_step(
+            inv, lambda: run_jit_inherit(ir, argv, inv.libs, inv.libdirs))
+        if diags:
+            return _refuse(diags)
+        exit_status = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+    else:
+        exit_status, sig = _run_exe(inv, ir, run_dir, exe_path, argv)
+    if sig is not None:
+        from .compiler.backends.process import signal_name
+
+        raise environment(f"cancho: the program was killed by signal {sig} ({signal_name(sig)})")
+    return exit_status if exit_status is not None else EXIT_ENVIRONMENT
+
+
+def _run_exe(inv: Invocation, ir: str, run_dir: Path, exe_path: Path,
+             argv: list[str]) -> tuple[int | None, int | None]:
+    from .compiler.backends import exe
+    from .compiler.backends.process import RunLimits, StdoutTarget, run_executable
+
+    try:
+        try:
+            run_dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise environment(f"cannot create `{run_dir}`: {_os_error_text(exc)}") from None
+        try:
+            _, diags = _backend_step(
+                inv, lambda: exe.build_executable(ir, exe_path, inv.libs, inv.libdirs))
+        except OSError as exc:
+            raise environment(f"cannot write `{exe_path}`: {_os_error_text(exc)}") from None
+        if diags:
+            raise _Refused(diags)
+        _flush_python_streams()
+        # A Ctrl-C belongs to the program (same process group); we only report its death.
+        saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
+        try:
+            result = run_executable(exe_path, argv, b"", StdoutTarget.inherit(),
+                                    RunLimits(timeout=None, max_output=None))
+        except OSError as exc:
+            raise environment(f"cannot run `{exe_path}`: {_os_error_text(exc)}") from None
+        finally:
+            for s, handler in saved.items():
+                signal.signal(s, handler)
+        return result.exit_status, result.signal
+    finally:
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def cmd_ir(inv: Invocation) -> int:
+    from .compiler.backends import native
+
+    ir = _compiled_or_refused(inv)
+    text, diags = _backend_step(inv, lambda: native.optimized_ir(ir))
+    if diags:
+        return _refuse(diags)
+    _write_stdout(text)
+    return EXIT_OK
+
+
+def cmd_asm(inv: Invocation) -> int:
+    from .compiler.backends import native
+
+    ir = _compiled_or_refused(inv)
+    text, diags = _backend_step(inv, lambda: native.emit_asm(ir))
+    if diags:
+        return _refuse(diags)
+    _write_stdout(text)
+    return EXIT_OK
+
+
+def _write_stdout(text: str) -> None:
+    if sys.stdout is None:  # started with stdout closed
+        raise environment("cannot write to stdout: Bad file descriptor (os error 9)")
+    sys.stdout.write(text)
+    sys.stdout.flush()
+
+
+def _flush_python_streams() -> None:
+    """Before a child writes to the same descriptors (either may be closed, i.e. None)."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
+
+
+def _version() -> str:
+    from .compiler.backends import native
+
+    return f"cancho {__version__} (host {native.host_triple()})"
+
+
+def run(args: Sequence[str]) -> int:
+    """Dispatch one command line (without the program name)."""
+    if not args:
+        raise usage("no command given")
+    command, rest = args[0], args[1:]
+    if command in ("--version", "-V"):
+        _write_stdout(_version() + "\n")
+        return EXIT_OK
+    if command in ("-h", "--help", "help"):
+        _write_stdout(USAGE)
+        return EXIT_OK
+    if command not in COMMANDS:
+        raise usage(f"unknown command `{command}`")
+    inv = parse_args(command, rest)
+    handler = {"build": cmd_build, "check": cmd_check, "run": cmd_run, "ir": cmd_ir,
+               "asm": cmd_asm}[command]
+    try:
+        return handler(inv)
+    except _Refused as refused:
+        return _refuse(refused.diags)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `cancho` console script; returns the exit status."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return run(args)
+    except Failure as failure:
+        if sys.stderr is not None:
+            sys.stderr.write(failure.message if failure.message.endswith("\n")
+                             else failure.message + "\n")
+        return failure.code
+    except BrokenPipeError:
+        # The reader of our stdout left (`cancho ir x.cho | head`): their business, not an error.
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return EXIT_OK
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+
+
+if __name__ == "__main__":
+    sys.exit(main())
