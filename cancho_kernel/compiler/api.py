@@ -66,12 +66,45 @@ def internal_error(e: BaseException, sources: list[SourceFile]) -> Diagnostic:
                       None, file_hint=sources[0].path if sources else None)
 
 
+def parse_source(source: SourceFile):
+    """Parse one file: `(ast.File | None, diagnostics)`; a parse error ends the file."""
+    from .parser import parse_file
+
+    return parse_file(source)
+
+
+def check_files(files: list, hint: str | None = None) -> CheckResult:
+    """Check a program given as already-parsed files (std modules are added on import).
+
+    The kernel uses this to check a session: synthetic `ast.File`s whose items keep spans into
+    the cells that defined them, so diagnostics point into cells.
+    """
+    from .check.program import add_std_imports, check_parsed
+
+    try:
+        diags: list[Diagnostic] = []
+        files = add_std_imports(files, diags)
+        diags, program = check_parsed(files, diags, hint)
+    except Exception as e:
+        return CheckResult([internal_error(e, [])])
+    return CheckResult(sort_diagnostics(diags), program if not diags else None)
+
+
 def compile_sources(sources: list[SourceFile]) -> CompileResult:
     """Check, then lower to LLVM IR text. A failure of our own becomes an `internal` diagnostic."""
+    return _compile(lambda: check_sources(sources), sources)
+
+
+def compile_files(files: list, hint: str | None = None) -> CompileResult:
+    """`check_files`, then lower to LLVM IR text."""
+    return _compile(lambda: check_files(files, hint), [])
+
+
+def _compile(check, sources: list[SourceFile]) -> CompileResult:
     import time
 
     t0 = time.perf_counter()
-    checked = check_sources(sources)
+    checked = check()
     t1 = time.perf_counter()
     if not checked.ok:
         return CompileResult(checked.diagnostics, timings={"check": t1 - t0})

@@ -68,9 +68,10 @@ def is_res(t: Type) -> bool:
     return False
 
 
-def parse_all(sources: list[SourceFile], diags: list[Diagnostic]) -> list[ast.File]:
+def parse_all(sources: list[SourceFile], diags: list[Diagnostic],
+              parsed: Optional[list[ast.File]] = None) -> list[ast.File]:
     """Parse the given files, then any `std.x` module they import that no file declares."""
-    files: list[ast.File] = []
+    files: list[ast.File] = list(parsed or [])
     for src in sources:
         f, ds = parse_file(src)
         diags.extend(ds)
@@ -97,6 +98,17 @@ def parse_all(sources: list[SourceFile], diags: list[Diagnostic]) -> list[ast.Fi
 def check_program(sources: list[SourceFile]) -> tuple[list[Diagnostic], Optional[CheckedProgram]]:
     diags: list[Diagnostic] = []
     files = parse_all(sources, diags)
+    return check_parsed(files, diags, sources[0].path if sources else None)
+
+
+def add_std_imports(files: list[ast.File], diags: list[Diagnostic]) -> list[ast.File]:
+    """Parsed files plus the std modules they import (transitively) that no file declares."""
+    return parse_all([], diags, files)
+
+
+def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[str] = None
+                 ) -> tuple[list[Diagnostic], Optional[CheckedProgram]]:
+    """Check already-parsed files (the kernel builds them from a session's items)."""
     parse_failed = bool(diags)
     modules = build_modules(files, diags)
     prog = CheckedProgram(files, modules)
@@ -119,7 +131,7 @@ def check_program(sources: list[SourceFile]) -> tuple[list[Diagnostic], Optional
 
     if not parse_failed:
         # A file that failed to parse may hold `main`; do not add a misleading program-shape.
-        diags.extend(check_main(modules, sources, prog))
+        diags.extend(check_main(modules, hint, prog))
 
     for it in items:
         if it.kind != "fn" or it.sig is None:
@@ -130,8 +142,7 @@ def check_program(sources: list[SourceFile]) -> tuple[list[Diagnostic], Optional
     return diags, (prog if not diags else None)
 
 
-def check_main(modules: dict[str, ModuleScope], sources: list[SourceFile], prog: CheckedProgram) -> list[Diagnostic]:
-    hint = sources[0].path if sources else None
+def check_main(modules: dict[str, ModuleScope], hint: Optional[str], prog: CheckedProgram) -> list[Diagnostic]:
     root = modules.get("")
     main = root.items.get("main") if root else None
     if main is None or main.kind != "fn":
