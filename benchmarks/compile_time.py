@@ -56,44 +56,17 @@ def _llvmlite_direct() -> Callable[[str], object]:
     return jit
 
 
-# Entry points a JIT backend module might offer, tried in order: (attribute, how to call it).
-_BACKEND_ENTRY_POINTS: tuple[str, ...] = ("jit_compile", "compile_ir", "compile_module", "load_ir")
-
-
-def _native_mcjit() -> Callable[[str], object]:
-    """MCJIT over the project's shared LLVM plumbing (``backends.native``: parse, verify, O2 with
-    the same target machine settings the exe backend uses)."""
-    import llvmlite.binding as llvm
-    from cancho_kernel.compiler.backends import native
-
-    keep: list[object] = []
-
-    def jit(ir: str) -> object:
-        tm = native.target_machine(jit=True)
-        mod = native.optimized_module(ir, tm)
-        engine = llvm.create_mcjit_compiler(mod, tm)
-        engine.finalize_object()
-        addr = engine.get_function_address("main")
-        if not addr:
-            raise RuntimeError("the JIT module has no `main` symbol")
-        keep.append(engine)
-        return addr
-
-    return jit
-
-
 def _backend_jit() -> tuple[Callable[[str], object], str]:
-    """The project's JIT backend if it exposes a known entry point; else MCJIT over
+    """The project's MCJIT compile (``backends.mcjit.compile_ir``); else MCJIT over
     ``backends.native``; else llvmlite directly. The method used is reported with the number."""
     try:
-        from cancho_kernel.compiler.backends import jit as backend  # type: ignore[attr-defined]
+        from cancho_kernel.compiler.backends import mcjit
     except ImportError:
-        backend = None
-    if backend is not None:
-        for name in _BACKEND_ENTRY_POINTS:
-            fn = getattr(backend, name, None)
-            if callable(fn):
-                return fn, f"cancho_kernel.compiler.backends.jit.{name}"
+        mcjit = None  # type: ignore[assignment]
+    if mcjit is not None and callable(getattr(mcjit, "compile_ir", None)):
+        # What the JIT worker does before it forks a run: parse, verify, O2, MCJIT finalize,
+        # resolve `main`. The engine is returned and kept alive by the caller's result.
+        return mcjit.compile_ir, "cancho_kernel.compiler.backends.mcjit.compile_ir"
     try:
         return _native_mcjit(), "MCJIT over cancho_kernel.compiler.backends.native (O2)"
     except ImportError:

@@ -76,7 +76,7 @@ def format_table(doc: dict[str, Any]) -> str:
         for side in ("cancho", "c"):
             t = row[side].get("timing")
             if t:
-                usage.append([f"{row[side]['label']} [{row['backend']}]",
+                usage.append([f"{row[side]['label']} ({row['backend']} row)",
                               f"{t['user_ms']['median']:.1f}", f"{t['sys_ms']['median']:.1f}",
                               f"{t['maxrss_kib']['median']:.0f}"])
     if usage:
