@@ -536,9 +536,13 @@ class FnLowering:
         if name == "release":
             return ir.Constant(I64, 0)
         if name == "putchar":
-            return b.sext(b.call(rt.libc("putchar"), [b.trunc(args[1], I32)]), I64)
+            # `putc(c, stdout)` is what C's own `putchar` becomes at -O2 with glibc's headers: the
+            # same stream and result, without the stream lock a single-threaded program never needs.
+            stream = b.load(rt.stream("stdout"), typ=PTR)
+            return b.sext(b.call(rt.libc("putc"), [b.trunc(args[1], I32), stream]), I64)
         if name == "getchar":
-            return b.sext(b.call(rt.libc("getchar"), []), I64)
+            stream = b.load(rt.stream("stdin"), typ=PTR)
+            return b.sext(b.call(rt.libc("getc"), [stream]), I64)
         if name in ("write_bytes", "write_err"):
             s = args[1]
             stream = b.load(rt.stream("stdout" if name == "write_bytes" else "stderr"), typ=PTR)
