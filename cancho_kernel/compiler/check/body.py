@@ -18,8 +18,10 @@ from . import builtins as B
 from . import linearity as L
 from .consteval import Trap, byte_of, int_binary, int_neg, wrap
 from .signatures import (FnSig, TypeResolver, builtin_signature, split_fields)
+from .aggregates import AggregateChecks
+from .typetable import TypeTable
 from .types import (BOOL, BYTE, F32, FLOAT, INT, STATIC, UNIT, Adt, BoxT, Cap, FnT, Handle, LabelT,
-                    Param, Prim, Ref, Region, Slice, Tuple, Type, fresh_id, regions_in)
+                    Param, Prim, Ref, Region, Slice, Tuple, Type, Var, fresh_id, regions_in)
 
 
 class Poisoned(Exception):
@@ -78,18 +80,19 @@ def tstr(t: Type) -> str:
     return str(t)
 
 
-class BodyChecker:
+class BodyChecker(AggregateChecks):
     """Checks one `fn` body against its signature."""
 
-    def __init__(self, item: ItemRef, sig: FnSig, modules: dict[str, ModuleScope],
-                 is_res: Callable[[Type], bool], type_decls: dict):
+    def __init__(self, item: ItemRef, sig: FnSig, modules: dict[str, ModuleScope], types: TypeTable):
         self.item = item
         self.sig = sig
         self.modules = modules
         self.module = modules[item.module]
         self.edition = item.edition
-        self.is_res = is_res
-        self.type_decls = type_decls
+        self.types = types
+        self.subst: dict[int, Type] = {}
+        self.typed: list[ast.Expr] = []
+        self.all_locals: list[Local] = []
         self.scopes: list[dict[str, Local]] = [{}]
         self.open_regions: list[Region] = []  # borrow/arena regions, innermost last
         self.region_names: list[dict[str, Region]] = [dict(sig.regions)]
@@ -99,6 +102,65 @@ class BodyChecker:
         self.out = CheckedFn(item, sig, [])
 
     # ------------------------------------------------------------ helpers
+
+    def is_res(self, t: Type) -> bool:
+        return self.types.is_res(self.zonk(t))
+
+    def zonk(self, t: Type) -> Type:
+        """Replace solved inference variables throughout t."""
+        if isinstance(t, Var):
+            got = self.subst.get(t.uid)
+            return t if got is None else self.zonk(got)
+        if isinstance(t, Ref):
+            return Ref(t.region, t.unique, self.zonk(t.target))
+        if isinstance(t, Slice):
+            return Slice(self.zonk(t.elem))
+        if isinstance(t, Tuple):
+            return Tuple(tuple(self.zonk(p) for p in t.parts))
+        if isinstance(t, Adt) and t.args:
+            return Adt(t.key, t.name, tuple(self.zonk(a) for a in t.args))
+        if isinstance(t, BoxT):
+            return BoxT(self.zonk(t.inner))
+        if isinstance(t, FnT):
+            return FnT(tuple(self.zonk(p) for p in t.params), t.row, self.zonk(t.ret))
+        return t
+
+    def has_var(self, t: Type) -> bool:
+        t = self.zonk(t)
+        if isinstance(t, Var):
+            return True
+        if isinstance(t, Ref):
+            return self.has_var(t.target)
+        if isinstance(t, Slice):
+            return self.has_var(t.elem)
+        if isinstance(t, Tuple):
+            return any(self.has_var(p) for p in t.parts)
+        if isinstance(t, Adt):
+            return any(self.has_var(a) for a in t.args)
+        if isinstance(t, BoxT):
+            return self.has_var(t.inner)
+        return False
+
+    def solve(self, v: Var, t: Type, span: Span) -> None:
+        if self.occurs(v, t):
+            self.fail("type-mismatch", f"this type would contain itself", span)
+        self.subst[v.uid] = t
+
+    def occurs(self, v: Var, t: Type) -> bool:
+        t = self.zonk(t)
+        if isinstance(t, Var):
+            return t is v
+        if isinstance(t, (Ref,)):
+            return self.occurs(v, t.target)
+        if isinstance(t, Slice):
+            return self.occurs(v, t.elem)
+        if isinstance(t, Tuple):
+            return any(self.occurs(v, p) for p in t.parts)
+        if isinstance(t, Adt):
+            return any(self.occurs(v, a) for a in t.args)
+        if isinstance(t, BoxT):
+            return self.occurs(v, t.inner)
+        return False
 
     def fail(self, rule: str, msg: str, span: Span):
         raise Refusal(rule, msg, span)
@@ -135,6 +197,7 @@ class BodyChecker:
 
     def declare(self, name: str, ty: Type, mutable: bool, span: Span, kind: str) -> Local:
         loc = Local(name, ty, mutable, span, kind, tuple(self.open_regions))
+        self.all_locals.append(loc)
         shadows = self.lookup_local(name)
         self.scopes[-1][name] = loc
         self.emit(L.Declare(loc, shadows, span))
@@ -176,6 +239,19 @@ class BodyChecker:
              span: Span, top: bool = True) -> None:
         """Match an actual type against a formal one, instantiating the callee's type and region
         parameters (first argument wins) and allowing the two implicit coercions."""
+        formal, actual = self.zonk(formal), self.zonk(actual)
+        if isinstance(actual, Var):
+            if formal is actual:
+                return
+            f2 = self.show(formal, tsub, rsub)
+            if isinstance(f2, Param) and f2.owner != self.item.key:
+                tsub[f2.name] = actual
+                return
+            self.solve(actual, f2, span)
+            return
+        if isinstance(formal, Var):
+            self.solve(formal, actual, span)
+            return
         if isinstance(formal, Param) and formal.owner != self.item.key:
             cur = tsub.get(formal.name)
             if cur is None:
@@ -231,7 +307,7 @@ class BodyChecker:
         return substitute(t, s)
 
     def same(self, a: Type, b: Type) -> bool:
-        return a == b
+        return self.zonk(a) == self.zonk(b)
 
     def coerce(self, actual: Type, expected: Type, span: Span) -> None:
         """`actual` may be used where `expected` is wanted (unique→shared, outliving regions)."""
@@ -245,7 +321,22 @@ class BodyChecker:
             self.out.params.append(loc)
         body_events, _ = self.sub_events(lambda: self.block_stmts(decl.body))
         self.out.events = self.ev + [L.Scope(body_events, decl.body.span)]
+        self.settle()
         return self.out
+
+    def settle(self) -> None:
+        """Inference is over: every type must be known (else `ambiguous-type`)."""
+        for loc in self.all_locals:
+            loc.ty = self.zonk(loc.ty)
+            if self.has_var(loc.ty):
+                self.fail("ambiguous-type",
+                          f"cannot tell the type of `{loc.name}`: write it, e.g. `let {loc.name}: T = ...`", loc.span)
+        for e in self.typed:
+            e.ty = self.zonk(e.ty)
+            if self.has_var(e.ty):
+                self.fail("ambiguous-type", f"cannot tell the full type of this expression (`{e.ty}`)", e.span)
+            if isinstance(e.info, CallTarget):
+                e.info.subst = {k: self.zonk(v) if isinstance(v, Type) else v for k, v in e.info.subst.items()}
 
     def block_stmts(self, block: ast.Block) -> None:
         for s in block.stmts:
@@ -287,12 +378,7 @@ class BodyChecker:
         elif isinstance(s, ast.LetStruct):
             self.let_struct(s)
         elif isinstance(s, ast.LetTuple):
-            t = self.expr(s.value)
-            if not isinstance(t, Tuple):
-                self.fail("not-a-tuple", f"`let (..)` takes a tuple apart, but this is `{t}`", s.value.span)
-            if len(t.parts) != len(s.names):
-                self.fail("arity-mismatch", f"this tuple has {len(t.parts)} components, the pattern names {len(s.names)}", s.span)
-            self.unsupported("tuples", s.span)
+            self.let_tuple(s)
         elif isinstance(s, ast.Assign):
             self.assign(s)
         elif isinstance(s, ast.ExprStmt):
@@ -330,7 +416,7 @@ class BodyChecker:
             finally:
                 self.arenas.pop()
         elif isinstance(s, ast.Match):
-            self.unsupported("`match`", s.span)
+            self.match_stmt(s)
         elif isinstance(s, ast.Defer):
             self.unsupported("`defer`", s.span)
         else:
@@ -359,14 +445,10 @@ class BodyChecker:
         t = self.expr(s.value)
         if isinstance(t, Cap) or isinstance(t, Handle) or isinstance(t, BoxT):
             self.fail("capability-misused", f"`{t}` cannot be taken apart; release it instead", s.span)
-        if not isinstance(t, Adt) or t.key.startswith("::") and not t.key.startswith("::Split"):
+        if not self.types.is_struct(t):
             self.fail("not-a-struct", f"`let {s.struct.name} {{ .. }}` takes a struct apart, but this is `{t}`", s.value.span)
-        if t.key.startswith("::Split"):
-            if s.struct.name != "Split" or s.qualifier is not None:
-                self.mismatch(f"`{s.struct.name}`", t, s.value.span)
-            fields = split_fields(t)
-        else:
-            self.unsupported("struct destructuring", s.span)
+        self.expect_named(s.qualifier, s.struct, t)
+        fields = self.types.fields(t)
         names = {n for n, _ in fields}
         seen: set[str] = set()
         for f in s.fields:
@@ -431,7 +513,8 @@ class BodyChecker:
             target.ty = rt.target
             return
         if isinstance(target, (ast.FieldAccess, ast.TupleIndex)):
-            self.unsupported("field assignment", target.span)
+            self.assign_member(target, vt, s.value.span)
+            return
         self.fail("not-a-place", "only a `var`, `s[i]` through a unique slice, a field through a unique reference, or `*r` can be assigned",
                   target.span)
 
@@ -459,8 +542,9 @@ class BodyChecker:
     # ------------------------------------------------------------ expressions
 
     def expr(self, e: ast.Expr) -> Type:
-        t = self._expr(e)
+        t = self.zonk(self._expr(e))
         e.ty = t
+        self.typed.append(e)
         return t
 
     def _expr(self, e: ast.Expr) -> Type:
@@ -524,15 +608,15 @@ class BodyChecker:
         if isinstance(e, ast.QualifiedName):
             self.fail("not-a-function", f"`{e.qualifier.name}.{e.name.name}` can only be called", e.span)
         if isinstance(e, ast.TupleExpr):
-            self.unsupported("tuples", e.span)
+            return self.tuple_expr(e)
         if isinstance(e, ast.StructLit):
             if e.qualifier is None and e.name.name in B.CAPABILITY_KINDS | B.HANDLE_TYPES | {"Split"}:
                 self.fail("capability-misused", f"`{e.name.name}` has no literal: capabilities come only from `split`", e.span)
-            self.unsupported("structs", e.span)
+            return self.struct_lit(e)
         if isinstance(e, ast.VariantExpr):
-            self.unsupported("enums", e.span)
+            return self.variant_expr(e)
         if isinstance(e, (ast.FieldAccess, ast.TupleIndex)):
-            self.unsupported("field access", e.span)
+            return self.member(e)
         self.fail("internal", f"unexpected expression {type(e).__name__}", e.span)
 
     def arena(self, ident: ast.Ident) -> Region:

@@ -19,6 +19,7 @@ from .body import BodyChecker, CheckedFn, Poisoned
 from .flow import check_flow
 from .linearity import check_linearity
 from .signatures import FnSig, fn_signature
+from .typetable import TypeTable
 from .types import (BOOL, CINT, CPTR, INT, Adt, BoxT, Cap, FnT, Handle, LabelT, Param, Prim, Ref,
                     Slice, Tuple, Type)
 
@@ -29,6 +30,7 @@ class CheckedProgram:
 
     files: list[ast.File]
     modules: dict[str, ModuleScope]
+    types: TypeTable = field(default_factory=TypeTable)
     fns: dict[str, CheckedFn] = field(default_factory=dict)
     externs: dict[str, ItemRef] = field(default_factory=dict)
     main: Optional[str] = None
@@ -49,23 +51,6 @@ class CheckedProgram:
                 for c in fn.callees:
                     todo.append(c.key)
         return seen
-
-
-def is_res(t: Type) -> bool:
-    """The mode of a type (language.md §3.5): res or val."""
-    if isinstance(t, (Cap, BoxT, Handle)):
-        return True
-    if isinstance(t, Tuple):
-        return any(is_res(p) for p in t.parts)
-    if isinstance(t, Param):
-        return not t.bound_val
-    if isinstance(t, Adt):
-        if t.key.startswith("::Split") or t.key == "::Opened":
-            return True
-        if t.key.startswith("::"):
-            return False
-        return True  # user aggregates arrive with the full checker
-    return False
 
 
 def parse_all(sources: list[SourceFile], diags: list[Diagnostic],
@@ -114,6 +99,20 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
     prog = CheckedProgram(files, modules)
 
     items = [it for m in modules.values() for it in m.items.values()]
+    tt = prog.types
+    for it in items:
+        if it.kind in ("struct", "enum"):
+            try:
+                it.sig = tt.declare(it, modules)
+            except Refusal as r:
+                diags.append(r.diagnostic)
+                it.sig = None
+    for it in items:
+        if it.kind in ("struct", "enum") and it.sig is not None:
+            try:
+                tt.check_decl(it.sig)
+            except Refusal as r:
+                diags.append(r.diagnostic)
     for it in items:
         try:
             if it.kind in ("fn", "extern"):
@@ -121,8 +120,6 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
                 if it.kind == "extern":
                     check_extern(it)
                     prog.externs[it.key] = it
-            elif it.kind in ("struct", "enum"):
-                raise Refusal("internal", f"{it.kind} declarations are not supported yet by cancho-kernel", it.decl.name.span)
             elif it.kind == "static":
                 raise Refusal("internal", "`static` items are not supported yet by cancho-kernel", it.decl.name.span)
         except Refusal as r:
@@ -201,7 +198,7 @@ def check_extern(it: ItemRef) -> None:
 
 def check_fn(it: ItemRef, modules: dict[str, ModuleScope], prog: CheckedProgram) -> Optional[Diagnostic]:
     decl: ast.FnDecl = it.decl
-    checker = BodyChecker(it, it.sig, modules, is_res, {})
+    checker = BodyChecker(it, it.sig, modules, prog.types)
     try:
         checked = checker.check(decl)
     except Refusal as r:
@@ -211,7 +208,7 @@ def check_fn(it: ItemRef, modules: dict[str, ModuleScope], prog: CheckedProgram)
     d = check_flow(decl)
     if d is not None:
         return d
-    d = check_linearity(checked.events, is_res, str)
+    d = check_linearity(checked.events, lambda t: prog.types.is_res(checker.zonk(t)), lambda t: str(checker.zonk(t)))
     if d is not None:
         return d
     owned = [t for _, t in it.sig.params if isinstance(t, Cap)]

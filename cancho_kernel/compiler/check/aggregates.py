@@ -1,0 +1,276 @@
+"""Body checks for aggregates: tuples, struct literals, variants, member reads and writes, `match`.
+
+A mixin of `BodyChecker` (body.py), kept apart because these rules (field order, exhaustiveness,
+what crosses a reference) are one concern. Reading through a reference never moves: a `val`
+member is copied, a `res` member comes back as a reference of the same mode and region.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .. import ast
+from ..resolve import ItemRef
+from . import builtins as B
+from . import linearity as L
+from .signatures import TypeDecl
+from .typetable import PRELUDE_DECLS
+from .types import Adt, Ref, Tuple, Type, Var, substitute
+
+
+class AggregateChecks:
+    """Mixin: needs `types`, `expr`, `emit`, `declare`, `fail`, `bind`, ... from BodyChecker."""
+
+    # ------------------------------------------------------------ naming a type
+
+    def type_item(self, qualifier: Optional[ast.Ident], name: ast.Ident) -> tuple[str, TypeDecl]:
+        """The declaration a (possibly qualified) struct/enum name refers to here."""
+        from .body import Poisoned
+
+        if qualifier is None:
+            key = "::" + name.name
+            if key in PRELUDE_DECLS and B.prelude_type_visible(name.name, self.edition):
+                return key, PRELUDE_DECLS[key]
+            item: Optional[ItemRef] = self.module.items.get(name.name)
+        else:
+            target = self.module.imports.get(qualifier.name)
+            if target is None:
+                self.fail("module-not-imported", f"`{qualifier.name}` is not an imported module here", qualifier.span)
+            item = self.modules[target].items.get(name.name)
+            if item is not None and not item.decl.pub and target != self.item.module:
+                self.fail("not-public", f"`{name.name}` is private to module `{target}`; mark it `pub` there", name.span)
+        if item is None:
+            self.fail("unknown-name", f"no type `{name.name}` in scope", name.span)
+        if item.kind not in ("struct", "enum"):
+            self.fail("not-a-struct", f"`{name.name}` is a {item.kind}, not a type", name.span)
+        if item.sig is None:
+            raise Poisoned()
+        return item.key, item.sig
+
+    def expect_named(self, qualifier: Optional[ast.Ident], name: ast.Ident, t: Type) -> None:
+        """The name written in a pattern must be the scrutinee's / value's own type."""
+        if isinstance(t, Adt) and t.key.startswith("::Split"):
+            if name.name != "Split" or qualifier is not None:
+                self.fail("type-mismatch", f"expected `{name.name}`, found `{t}`", name.span)
+            return
+        key, _ = self.type_item(qualifier, name)
+        if not isinstance(t, Adt) or key != t.key:
+            self.fail("type-mismatch", f"expected `{t}`, found `{name.name}`", name.span)
+
+    def fresh_args(self, td: TypeDecl) -> tuple[dict, tuple]:
+        vs = tuple(Var() for _ in td.tparams)
+        return {("T", p.name): v for p, v in zip(td.tparams, vs)}, vs
+
+    # ------------------------------------------------------------ construction
+
+    def tuple_expr(self, e: ast.TupleExpr) -> Type:
+        if len(e.parts) < 2:
+            self.fail("pattern-shape", "a tuple has two components or more", e.span)
+        return Tuple(tuple(self.expr(p) for p in e.parts))
+
+    def struct_lit(self, e: ast.StructLit) -> Type:
+        key, td = self.type_item(e.qualifier, e.name)
+        if td.kind != "struct":
+            self.fail("not-a-struct", f"`{td.name}` is an enum; build it with `{td.name}::Variant`", e.name.span)
+        sub, args = self.fresh_args(td)
+        order = {n: i for i, (n, _) in enumerate(td.fields)}
+        ftypes = dict(td.fields)
+        seen: set[str] = set()
+        last = -1
+        for fi in e.fields:
+            n = fi.name.name
+            if n not in order:
+                self.fail("unknown-name", f"`{td.name}` has no field `{n}`", fi.name.span)
+            if n in seen:
+                self.fail("duplicate-declaration", f"field `{n}` is given twice", fi.name.span)
+            if order[n] < last:
+                self.fail("field-order",
+                          f"`{n}` is written after a field declared later; a struct literal's fields are evaluated in "
+                          "declaration order, so writing them in another order would hide which expression runs first",
+                          fi.name.span)
+            last = order[n]
+            seen.add(n)
+            t = self.expr(fi.value)
+            self.bind(substitute(ftypes[n], sub), t, {}, {}, set(), fi.value.span)
+        for n, _ in td.fields:
+            if n not in seen:
+                self.fail("missing-field", f"this `{td.name}` literal does not give field `{n}`; give every field",
+                          e.span)
+        return Adt(key, td.name, args)
+
+    def variant_expr(self, e: ast.VariantExpr) -> Type:
+        key, td = self.type_item(e.qualifier, e.enum)
+        if td.kind != "enum":
+            self.fail("not-an-enum", f"`{td.name}` is a struct, not an enum; `::` names an enum's variant", e.enum.span)
+        variants = dict(td.variants)
+        if e.variant.name not in variants:
+            self.fail("unknown-name", f"`{td.name}` has no variant `{e.variant.name}`", e.variant.span)
+        payload = variants[e.variant.name]
+        args = e.args or []
+        if len(args) != len(payload):
+            self.fail("arity-mismatch",
+                      f"`{td.name}::{e.variant.name}` carries {len(payload)} value(s), found {len(args)}", e.span)
+        sub, vs = self.fresh_args(td)
+        for a, pt in zip(args, payload):
+            t = self.expr(a)
+            self.bind(substitute(pt, sub), t, {}, {}, set(), a.span)
+        return Adt(key, td.name, vs)
+
+    # ------------------------------------------------------------ reading members
+
+    def member(self, e: ast.Expr) -> Type:
+        """`e.f` / `e.N`: copy a val member of an owned value; through a reference, copy a val
+        member or get a reference to a res member."""
+        base = e.base
+        loc = self.lookup_local(base.name) if isinstance(base, ast.Name) else None
+        if loc is not None and not isinstance(self.zonk(loc.ty), Ref):
+            bt = self.zonk(loc.ty)
+            base.ty, base.info = bt, loc
+            self.emit(L.Touch(loc, base.span))
+        else:
+            bt = self.expr(base)
+        owned = not isinstance(bt, Ref)
+        agg = bt if owned else self.zonk(bt.target)
+        if isinstance(e, ast.FieldAccess):
+            if not self.types.is_struct(agg):
+                self.fail("not-a-struct", f"only a struct has fields; this is `{agg}`", base.span)
+            fields = self.types.fields(agg)
+            names = [n for n, _ in fields]
+            if e.name.name not in names:
+                self.fail("unknown-name", f"`{agg}` has no field `{e.name.name}`", e.name.span)
+            idx = names.index(e.name.name)
+        else:
+            if not isinstance(agg, Tuple):
+                self.fail("not-a-tuple", f"only a tuple has components `.{e.index}`; this is `{agg}`", base.span)
+            if e.index >= len(agg.parts):
+                self.fail("unknown-name", f"`{agg}` has no component `.{e.index}`", e.span)
+            fields = [(str(i), p) for i, p in enumerate(agg.parts)]
+            idx = e.index
+        ft = fields[idx][1]
+        if owned:
+            self.emit(L.Read(bt, e.span))
+            e.info = ("owned", idx)
+            return ft
+        if self.is_res(ft):
+            e.info = ("ref-res", idx)
+            return Ref(bt.region, bt.unique, ft)
+        e.info = ("ref-val", idx)
+        return ft
+
+    def assign_member(self, target: ast.Expr, vt: Type, vspan) -> None:
+        """`r.f = v` where `r` is a unique reference to a struct (or tuple)."""
+        base = target.base
+        loc = self.lookup_local(base.name) if isinstance(base, ast.Name) else None
+        if loc is not None and not isinstance(self.zonk(loc.ty), Ref):
+            self.fail("not-a-place",
+                      f"`{base.name}` is an owned value; a field can be assigned only through a unique reference `&!`",
+                      target.span)
+        bt = self.expr(base)
+        if not isinstance(bt, Ref):
+            self.fail("not-a-place", "only a field reached through a unique reference can be assigned", target.span)
+        if not bt.unique:
+            self.fail("shared-reference-written", f"`{bt}` is a shared reference; writing needs `&!`", target.span)
+        agg = self.zonk(bt.target)
+        if isinstance(target, ast.FieldAccess):
+            if not self.types.is_struct(agg):
+                self.fail("not-a-struct", f"only a struct has fields; this is `{agg}`", base.span)
+            fields = self.types.fields(agg)
+            names = [n for n, _ in fields]
+            if target.name.name not in names:
+                self.fail("unknown-name", f"`{agg}` has no field `{target.name.name}`", target.name.span)
+            idx = names.index(target.name.name)
+        else:
+            if not isinstance(agg, Tuple):
+                self.fail("not-a-tuple", f"this is `{agg}`, not a tuple", base.span)
+            if target.index >= len(agg.parts):
+                self.fail("unknown-name", f"`{agg}` has no component `.{target.index}`", target.span)
+            fields = [(str(i), p) for i, p in enumerate(agg.parts)]
+            idx = target.index
+        ft = fields[idx][1]
+        if self.is_res(ft):
+            self.fail("linear-value-unconsumed",
+                      f"assigning to this field would discard the res value of type `{ft}` it holds", target.span)
+        self.coerce(vt, ft, vspan)
+        target.ty = ft
+        target.info = ("ref-val", idx)
+
+    # ------------------------------------------------------------ taking apart
+
+    def let_tuple(self, s: ast.LetTuple) -> None:
+        t = self.expr(s.value)
+        if not isinstance(t, Tuple):
+            self.fail("not-a-tuple", f"`let (..)` takes a tuple apart, but this is `{t}`", s.value.span)
+        if len(t.parts) != len(s.names):
+            self.fail("arity-mismatch", f"this tuple has {len(t.parts)} components, the pattern names {len(s.names)}",
+                      s.span)
+        seen: set[str] = set()
+        for n in s.names:
+            if n.name in seen:
+                self.fail("duplicate-declaration", f"`{n.name}` is bound twice in this pattern", n.span)
+            seen.add(n.name)
+        self.out.bindings[id(s)] = [self.declare(n.name, p, False, n.span, "field") for n, p in zip(s.names, t.parts)]
+
+    def match_stmt(self, s: ast.Match) -> None:
+        st = self.expr(s.scrutinee)
+        owned = not isinstance(st, Ref)
+        et = st if owned else self.zonk(st.target)
+        if not self.types.is_enum(et):
+            self.fail("match-on-a-non-enum", f"only an enum, or a reference to one, can be matched; this is `{et}`",
+                      s.scrutinee.span)
+        variants = dict(self.types.variants(et))
+        order = [n for n, _ in self.types.variants(et)]
+        covered: set[str] = set()
+        catch_all = False
+        arms: list = []
+        for arm in s.arms:
+            pat = arm.pattern
+            if catch_all:
+                self.fail("match-arm-unreachable", "this arm can never run: an earlier `_` arm catches everything",
+                          pat.span)
+            if isinstance(pat, ast.WildcardPattern):
+                catch_all = True
+                if len(covered) == len(order):
+                    self.fail("match-arm-unreachable", "this `_` arm can never run: every variant is already matched",
+                              pat.span)
+
+                def extra(pat=pat):
+                    if owned:
+                        self.emit(L.Discard(et, pat.span))
+                self.out.bindings[id(arm)] = []
+            else:
+                self.expect_named(pat.qualifier, pat.enum, et)
+                vname = pat.variant.name
+                if vname not in variants:
+                    self.fail("unknown-name", f"`{et}` has no variant `{vname}`", pat.variant.span)
+                if vname in covered:
+                    self.fail("match-arm-unreachable", f"`{vname}` is already matched by an earlier arm", pat.span)
+                covered.add(vname)
+                payload = variants[vname]
+                binds = pat.bindings or []
+                if len(binds) != len(payload):
+                    self.fail("arity-mismatch",
+                              f"`{vname}` carries {len(payload)} value(s), this pattern binds {len(binds)}", pat.span)
+                names = [b.name for b in binds if b is not None]
+                dup = {n for n in names if names.count(n) > 1}
+                if dup:
+                    self.fail("duplicate-declaration", f"`{sorted(dup)[0]}` is bound twice in this pattern", pat.span)
+                locs: list = []
+                self.out.bindings[id(arm)] = locs
+
+                def extra(binds=binds, payload=payload, locs=locs, pat=pat):
+                    for i, (b, pt) in enumerate(zip(binds, payload)):
+                        if b is None:
+                            if owned:
+                                self.emit(L.Discard(pt, pat.span))
+                            continue
+                        ty = pt if owned else Ref(st.region, st.unique, pt)
+                        locs.append((i, self.declare(b.name, ty, False, b.span, "field")))
+            arms.append(self.scoped_block(arm.body, extra=extra))
+        if not catch_all:
+            missing = [n for n in order if n not in covered]
+            if missing:
+                self.fail("match-not-exhaustive",
+                          f"this match does not cover `{missing[0]}`; add an arm for it or a final `_` arm", s.span)
+        s_info = {"owned": owned}
+        self.out.bindings[id(s)] = s_info
+        self.emit(L.Branch(arms, s.span))

@@ -1,0 +1,136 @@
+"""Struct and enum declarations of a program (user, std and prelude) and the mode function.
+
+The mode (`res`/`val`) of a type is computed structurally (language.md §3.5); a `val` written on
+a declaration is checked, not trusted.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from .. import ast
+from ..diagnostics import Refusal
+from ..resolve import ItemRef, ModuleScope
+from .signatures import TypeDecl, TypeResolver, generics_env, split_fields
+from .types import INT, Adt, BoxT, Cap, Handle, Param, Tuple, Type, substitute
+
+PRELUDE_DECLS: dict[str, TypeDecl] = {
+    "::Opened": TypeDecl("::Opened", "Opened", "enum", "res", [],
+                         variants=[("Ok", [Handle("File")]), ("Failed", [INT])]),
+    "::Read": TypeDecl("::Read", "Read", "enum", None, [],
+                       variants=[("Got", [INT]), ("End", []), ("Failed", [INT])]),
+    "::Done": TypeDecl("::Done", "Done", "enum", None, [],
+                       variants=[("Ok", [INT]), ("Failed", [INT])]),
+}
+
+
+class TypeTable:
+    """Every aggregate declaration by key, with member lookups substituted for type arguments."""
+
+    def __init__(self) -> None:
+        self.decls: dict[str, TypeDecl] = dict(PRELUDE_DECLS)
+
+    def declare(self, item: ItemRef, modules: dict[str, ModuleScope]) -> TypeDecl:
+        """Resolve a struct or enum declaration's members (raises Refusal)."""
+        d = item.decl
+        _, tparams, _ = generics_env(d.generics, item.key)
+        tr = TypeResolver(modules, item.module, item.edition, {}, tparams)
+        td = TypeDecl(item.key, item.name, "struct" if isinstance(d, ast.StructDecl) else "enum",
+                      d.mode, list(tparams.values()), decl=d)
+        seen: set[str] = set()
+        if isinstance(d, ast.StructDecl):
+            for f in d.fields:
+                if f.name.name in seen:
+                    raise Refusal("duplicate-declaration", f"field `{f.name.name}` is declared twice", f.name.span)
+                seen.add(f.name.name)
+                td.fields.append((f.name.name, tr.resolve(f.ty)))
+        else:
+            if not d.variants:
+                raise Refusal("enum-has-no-variants", f"`{item.name}` has no variants; an enum needs at least one",
+                              d.name.span)
+            for v in d.variants:
+                if v.name.name in seen:
+                    raise Refusal("duplicate-declaration", f"variant `{v.name.name}` is declared twice", v.name.span)
+                seen.add(v.name.name)
+                td.variants.append((v.name.name, [tr.resolve(t) for t in v.payload]))
+        self.decls[item.key] = td
+        return td
+
+    def decl(self, t: Adt) -> Optional[TypeDecl]:
+        return self.decls.get(t.key)
+
+    def _subst(self, td: TypeDecl, t: Adt) -> dict:
+        return {("T", p.name): a for p, a in zip(td.tparams, t.args)}
+
+    def fields(self, t: Adt) -> list[tuple[str, Type]]:
+        if t.key.startswith("::Split"):
+            return split_fields(t)
+        td = self.decls[t.key]
+        s = self._subst(td, t)
+        return [(n, substitute(ft, s)) for n, ft in td.fields]
+
+    def variants(self, t: Adt) -> list[tuple[str, list[Type]]]:
+        td = self.decls[t.key]
+        s = self._subst(td, t)
+        return [(n, [substitute(p, s) for p in ps]) for n, ps in td.variants]
+
+    def is_struct(self, t: Type) -> bool:
+        return isinstance(t, Adt) and (t.key.startswith("::Split") or
+                                       (t.key in self.decls and self.decls[t.key].kind == "struct"))
+
+    def is_enum(self, t: Type) -> bool:
+        return isinstance(t, Adt) and t.key in self.decls and self.decls[t.key].kind == "enum"
+
+    def is_res(self, t: Type, _seen: frozenset = frozenset()) -> bool:
+        """res or val, structurally (§3.5)."""
+        if isinstance(t, (Cap, BoxT, Handle)):
+            return True
+        if isinstance(t, Tuple):
+            return any(self.is_res(p, _seen) for p in t.parts)
+        if isinstance(t, Param):
+            return not t.bound_val
+        if isinstance(t, Adt):
+            if t.key.startswith("::Split"):
+                return True
+            td = self.decls.get(t.key)
+            if td is None:
+                return True
+            if td.mode == "res":
+                return True
+            if t in _seen:
+                return False
+            seen = _seen | {t}
+            members = [ft for _, ft in self.fields(t)] if td.kind == "struct" else \
+                [p for _, ps in self.variants(t) for p in ps]
+            return any(self.is_res(m, seen) for m in members)
+        return False
+
+    def check_decl(self, td: TypeDecl) -> None:
+        """Declaration-level rules: a `val` aggregate holding res members, infinite types."""
+        d = td.decl
+        if td.mode == "val":
+            args = tuple(p for p in td.tparams)
+            members = [ft for _, ft in td.fields] + [p for _, ps in td.variants for p in ps]
+            for m in members:
+                if self.is_res(m) and not isinstance(m, Param):
+                    raise Refusal("mode-bound-violated",
+                                  f"`{td.name}` is declared `val` but holds `{m}`, which is res", d.name.span)
+        if self._contains(td.key, [ft for _, ft in td.fields] + [p for _, ps in td.variants for p in ps], set()):
+            raise Refusal("infinite-type",
+                          f"`{td.name}` contains itself; put the recursive part behind a `Box`", d.name.span)
+
+    def _contains(self, key: str, types: list[Type], seen: set) -> bool:
+        for t in types:
+            if isinstance(t, Adt):
+                if t.key == key:
+                    return True
+                if t.key in seen or t.key not in self.decls:
+                    continue
+                seen.add(t.key)
+                td = self.decls[t.key]
+                if self._contains(key, [ft for _, ft in td.fields] + [p for _, ps in td.variants for p in ps], seen):
+                    return True
+            elif isinstance(t, Tuple):
+                if self._contains(key, list(t.parts), seen):
+                    return True
+        return False
