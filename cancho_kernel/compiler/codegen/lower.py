@@ -18,6 +18,8 @@ from ..check.program import CheckedProgram
 from ..check.types import (BOOL, BYTE, CINT, CPTR, F32, FLOAT, INT, Adt, Cap, Prim, Ref, Slice,
                            Type)
 from ..diagnostics import Diagnostic
+from .aggregates import AggregateLowering
+from .layout import Layout
 from .runtime import Runtime
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -31,49 +33,6 @@ def symbol(key: str) -> str:
     """The LLVM name of a cancho function: `lexs_` + module path + name."""
     module, name = key.split("::")
     return "lexs_" + (module + "." if module else "") + name
-
-
-def lty(t: Type) -> Optional[ir.Type]:
-    """The LLVM type of a value of cancho type t; None when it has no run-time representation."""
-    if t == INT or t == CINT:
-        return I64
-    if t == BOOL:
-        return I1
-    if t == BYTE:
-        return I8
-    if t == FLOAT:
-        return DOUBLE
-    if t == F32:
-        return FLOATT
-    if t == CPTR:
-        return PTR
-    if isinstance(t, Cap):
-        return None
-    if isinstance(t, Adt) and t.key.startswith("::Split"):
-        return None
-    if isinstance(t, Ref):
-        if isinstance(t.target, Slice):
-            return SLICE
-        if lty(t.target) is None:
-            return None
-        return PTR
-    raise NotImplementedError(f"values of type `{t}` are not supported yet by cancho-kernel's code generator")
-
-
-def elem_storage(t: Type) -> tuple[ir.Type, int]:
-    """How one slice element is stored: (LLVM type in memory, stride). Bytes are packed; every
-    other leaf takes 8 bytes (runtime.md §5.3)."""
-    if t == BYTE:
-        return I8, 1
-    if t == INT:
-        return I64, 8
-    if t == BOOL:
-        return I64, 8
-    if t == FLOAT:
-        return DOUBLE, 8
-    if t == F32:
-        return FLOATT, 8
-    raise NotImplementedError(f"slices of `{t}` are not supported yet by cancho-kernel's code generator")
 
 
 class Unsupported(Exception):
@@ -106,6 +65,7 @@ class ModuleLowering:
         self.module.triple = native.host_triple()
         self.module.data_layout = native.data_layout()
         self.rt = Runtime(self.module)
+        self.layout = Layout(prog.types, self.module.data_layout)
         self.functions: dict[str, ir.Function] = {}
         self.strings = 0
 
@@ -123,8 +83,8 @@ class ModuleLowering:
         return str(self.module)
 
     def declare(self, fn: CheckedFn) -> None:
-        params = [lty(t) for _, t in fn.sig.params]
-        ret = lty(fn.sig.ret)
+        params = [self.layout.lty(t) for _, t in fn.sig.params]
+        ret = self.layout.lty(fn.sig.ret)
         fnty = ir.FunctionType(ret if ret is not None else I64, [p for p in params if p is not None])
         f = ir.Function(self.module, fnty, name=symbol(fn.item.key))
         f.linkage = "internal"
@@ -143,11 +103,13 @@ class ModuleLowering:
         return ir.Constant.literal_struct([g, ir.Constant(I64, len(data))])
 
 
-class FnLowering:
+class FnLowering(AggregateLowering):
     """Lowers one function body."""
 
     def __init__(self, ml: ModuleLowering, fn: CheckedFn):
         self.ml = ml
+        self.layout = ml.layout
+        self.lty = ml.layout.lty
         self.rt = ml.rt
         self.fn = fn
         self.func = ml.functions[fn.item.key]
@@ -165,7 +127,7 @@ class FnLowering:
     def lower(self) -> None:
         args = iter(self.func.args)
         for loc in self.fn.params:
-            t = lty(loc.ty)
+            t = self.lty(loc.ty)
             if t is None:
                 continue
             slot = self.slot(loc)
@@ -176,7 +138,7 @@ class FnLowering:
         self.alloca_builder.branch(self.func.blocks[1])
 
     def slot(self, loc: Local) -> Optional[ir.Value]:
-        t = lty(loc.ty)
+        t = self.lty(loc.ty)
         if t is None:
             return None
         s = self.slots.get(loc.uid)
@@ -217,11 +179,11 @@ class FnLowering:
             slot = self.slot(loc)
             if slot is not None:
                 b.store(v, slot)
-        elif isinstance(s, ast.LetStruct):
-            self.expr(s.value)  # a Split carries no data
-            for loc in self.fn.bindings[id(s)]:
-                if lty(loc.ty) is not None:
-                    raise NotImplementedError("struct destructuring is not supported yet by cancho-kernel's code generator")
+        elif isinstance(s, (ast.LetStruct, ast.LetTuple)):
+            v = self.expr(s.value)
+            self.let_parts(s, s.value.ty, v, self.fn.bindings[id(s)])
+        elif isinstance(s, ast.Match):
+            self.match_stmt(s)
         elif isinstance(s, ast.Assign):
             self.assign(s)
         elif isinstance(s, ast.ExprStmt):
@@ -306,6 +268,9 @@ class FnLowering:
             if p is not None:
                 self.b.store(v, p)
             return
+        if isinstance(t, (ast.FieldAccess, ast.TupleIndex)):
+            self.assign_member(t, v)
+            return
         raise NotImplementedError("this assignment is not supported yet by cancho-kernel's code generator")
 
     # ------------------------------------------------------------ expressions
@@ -325,7 +290,7 @@ class FnLowering:
             return self.ml.string(e.value)
         if isinstance(e, ast.Name):
             slot = self.slot(e.info)
-            return None if slot is None else b.load(slot, typ=lty(e.info.ty))
+            return None if slot is None else b.load(slot, typ=self.lty(e.info.ty))
         if isinstance(e, ast.Unary):
             return self.unary(e)
         if isinstance(e, ast.Binary):
@@ -342,25 +307,33 @@ class FnLowering:
             length = self.b.extract_value(s, 1)
             bad = self.b.or_(self.b.icmp_unsigned(">", hi, length), self.b.icmp_unsigned(">", lo, hi))
             self.trap_if(bad)
-            _, stride = elem_storage(e.ty.target.elem)
+            _, stride = self.layout.elem_storage(e.ty.target.elem)
             p = self.b.gep(self.b.extract_value(s, 0), [self.b.mul(lo, ir.Constant(I64, stride))], inbounds=True,
                            source_etype=I8)
             r = self.b.insert_value(ir.Constant(SLICE, ir.Undefined), p, 0)
             return self.b.insert_value(r, self.b.sub(hi, lo), 1)
         if isinstance(e, ast.AllocSlice):
             return self.alloc_slice(e)
+        if isinstance(e, ast.TupleExpr):
+            return self.tuple_expr(e)
+        if isinstance(e, ast.StructLit):
+            return self.struct_lit(e)
+        if isinstance(e, ast.VariantExpr):
+            return self.variant_expr(e)
+        if isinstance(e, (ast.FieldAccess, ast.TupleIndex)):
+            return self.member(e)
         raise NotImplementedError(f"{type(e).__name__} is not supported yet by cancho-kernel's code generator")
 
     def element_ptr(self, e: ast.Index) -> ir.Value:
         s = self.expr(e.base)
         i = self.expr(e.index)
         self.trap_if(self.b.icmp_unsigned(">=", i, self.b.extract_value(s, 1)))
-        store_t, stride = elem_storage(e.ty)
+        store_t, stride = self.layout.elem_storage(e.ty)
         off = i if stride == 1 else self.b.mul(i, ir.Constant(I64, stride))
         return self.b.gep(self.b.extract_value(s, 0), [off], inbounds=True, source_etype=I8)
 
     def load_elem(self, ptr: ir.Value, t: Type) -> ir.Value:
-        store_t, _ = elem_storage(t)
+        store_t, _ = self.layout.elem_storage(t)
         v = self.b.load(ptr, typ=store_t, align=1)
         return self.b.trunc(v, I1) if t == BOOL else v
 
@@ -373,7 +346,7 @@ class FnLowering:
         n = self.expr(e.count)
         fill = self.expr(e.fill)
         elem = e.ty.target.elem
-        store_t, stride = elem_storage(elem)
+        store_t, stride = self.layout.elem_storage(elem)
         b = self.b
         self.trap_if(b.icmp_signed("<", n, ir.Constant(I64, 0)))
         mul = b.call(self.rt.intrinsic("llvm.smul.with.overflow", I64), [n, ir.Constant(I64, stride)])
@@ -428,7 +401,7 @@ class FnLowering:
         if e.op == "~":
             return self.b.xor(v, ir.Constant(I64, -1))
         if e.op == "*":
-            return self.b.load(v, typ=lty(t))
+            return self.b.load(v, typ=self.lty(t))
         raise NotImplementedError(e.op)
 
     def binary(self, e: ast.Binary) -> ir.Value:

@@ -1,0 +1,190 @@
+"""Lowering aggregates: tuples, structs, enums, member access, destructuring and `match`.
+
+A mixin of `FnLowering` (lower.py). Enum values go through a stack slot when built or taken
+apart, so the payload area can hold any variant's members in their natural layout; O2's SROA
+turns those slots back into registers.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from llvmlite import ir
+
+from .. import ast
+from ..check.types import Adt, Ref, Tuple, Type
+from .layout import I64
+
+ZERO = ir.Constant(ir.IntType(32), 0)
+
+
+def i32(n: int) -> ir.Constant:
+    return ir.Constant(ir.IntType(32), n)
+
+
+def gep(b: ir.IRBuilder, ptr: ir.Value, indices: list, etype: ir.Type) -> ir.Value:
+    """An inbounds GEP that works on both typed (alloca) and opaque (loaded) pointers."""
+    if getattr(ptr.type, "is_opaque", False):
+        return b.gep(ptr, indices, inbounds=True, source_etype=etype)
+    return b.gep(ptr, indices, inbounds=True)
+
+
+def as_ptr_to(b: ir.IRBuilder, ptr: ir.Value, etype: ir.Type) -> ir.Value:
+    """View a typed pointer as pointing to etype (a no-op for opaque pointers)."""
+    if getattr(ptr.type, "is_opaque", False):
+        return ptr
+    return b.bitcast(ptr, etype.as_pointer())
+
+
+class AggregateLowering:
+    """Mixin: needs `b`, `layout`, `lty`, `expr`, `slot`, `alloca_builder`, `func`, `fn`."""
+
+    def build_record(self, t: Type, values: list[Optional[ir.Value]]) -> Optional[ir.Value]:
+        """A struct or tuple value from its members' values (in declaration order)."""
+        lt = self.lty(t)
+        if lt is None:
+            return None
+        members = self.layout.members(t)
+        agg = ir.Constant(lt, ir.Undefined)
+        for i, v in enumerate(values):
+            j = self.layout.member_index(members, i)
+            if j is not None:
+                agg = self.b.insert_value(agg, v, j)
+        return agg
+
+    def record_member(self, agg: Optional[ir.Value], t: Type, idx: int) -> Optional[ir.Value]:
+        j = self.layout.member_index(self.layout.members(t), idx)
+        return None if j is None or agg is None else self.b.extract_value(agg, j)
+
+    def member_ptr(self, ptr: ir.Value, t: Type, idx: int) -> Optional[ir.Value]:
+        j = self.layout.member_index(self.layout.members(t), idx)
+        if j is None or ptr is None:
+            return None
+        return gep(self.b, ptr, [ZERO, i32(j)], self.lty(t))
+
+    # ------------------------------------------------------------ expressions
+
+    def tuple_expr(self, e: ast.TupleExpr) -> Optional[ir.Value]:
+        return self.build_record(e.ty, [self.expr(p) for p in e.parts])
+
+    def struct_lit(self, e: ast.StructLit) -> Optional[ir.Value]:
+        return self.build_record(e.ty, [self.expr(f.value) for f in e.fields])
+
+    def variant_expr(self, e: ast.VariantExpr) -> ir.Value:
+        t: Adt = e.ty
+        variants = self.layout.types.variants(t)
+        names = [n for n, _ in variants]
+        tag = names.index(e.variant.name)
+        payload = variants[tag][1]
+        values = [self.expr(a) for a in (e.args or [])]
+        lt = self.lty(t)
+        slot = self.alloca_builder.alloca(lt, name="enum")
+        self.b.store(ir.Constant(lt, None), slot)
+        self.b.store(ir.Constant(I64, tag), gep(self.b, slot, [ZERO, i32(0)], lt))
+        st = self.layout.variant_struct(payload)
+        if st is not None:
+            area = as_ptr_to(self.b, gep(self.b, slot, [ZERO, i32(1)], lt), st)
+            rec = ir.Constant(st, ir.Undefined)
+            j = 0
+            for v, pt in zip(values, payload):
+                if self.lty(pt) is not None:
+                    rec = self.b.insert_value(rec, v, j)
+                    j += 1
+            self.b.store(rec, area)
+        return self.b.load(slot, typ=lt)
+
+    def member(self, e: ast.Expr) -> Optional[ir.Value]:
+        mode, idx = e.info
+        base = e.base
+        if mode == "owned":
+            bt = base.ty
+            v = self.expr(base) if not isinstance(base, ast.Name) else self.load_local(base)
+            return self.record_member(v, bt, idx)
+        ref = self.expr(base)
+        agg_t = base.ty.target
+        p = self.member_ptr(ref, agg_t, idx)
+        if mode == "ref-res":
+            return p
+        return None if p is None else self.b.load(p, typ=self.lty(e.ty))
+
+    def load_local(self, name: ast.Name) -> Optional[ir.Value]:
+        slot = self.slot(name.info)
+        return None if slot is None else self.b.load(slot, typ=self.lty(name.info.ty))
+
+    def assign_member(self, target: ast.Expr, v: Optional[ir.Value]) -> None:
+        _, idx = target.info
+        ref = self.expr(target.base)
+        p = self.member_ptr(ref, target.base.ty.target, idx)
+        if p is not None and v is not None:
+            self.b.store(v, p)
+
+    # ------------------------------------------------------------ statements
+
+    def let_parts(self, s: ast.Stmt, value_t: Type, v: Optional[ir.Value], locals_) -> None:
+        """Bind each destructured member to its local (struct fields by name, tuple by position)."""
+        members = self.layout.members(value_t)
+        if isinstance(value_t, Tuple):
+            indexed = list(enumerate(locals_))
+        else:
+            names = [n for n, _ in self.layout.types.fields(value_t)]
+            indexed = [(names.index(loc.name), loc) for loc in locals_]
+        for idx, loc in indexed:
+            slot = self.slot(loc)
+            if slot is not None:
+                self.b.store(self.record_member(v, value_t, idx), slot)
+
+    def match_stmt(self, s: ast.Match) -> None:
+        owned = self.fn.bindings[id(s)]["owned"]
+        sv = self.expr(s.scrutinee)
+        st = s.scrutinee.ty
+        et: Adt = st if owned else st.target
+        lt = self.lty(et)
+        if owned:
+            ptr = self.alloca_builder.alloca(lt, name="scrutinee")
+            self.b.store(sv, ptr)
+        else:
+            ptr = sv
+        tag = self.b.load(gep(self.b, ptr, [ZERO, i32(0)], lt), typ=I64)
+        variants = self.layout.types.variants(et)
+        names = [n for n, _ in variants]
+        end = self.func.append_basic_block("match.end")
+        default = None
+        cases: list[tuple[int, ir.Block, ast.Arm]] = []
+        for arm in s.arms:
+            bb = self.func.append_basic_block("match.arm")
+            if isinstance(arm.pattern, ast.WildcardPattern):
+                default = (bb, arm)
+            else:
+                cases.append((names.index(arm.pattern.variant.name), bb, arm))
+        if default is None:
+            unreachable = self.func.append_basic_block("match.none")
+            dflt_bb = unreachable
+        else:
+            dflt_bb = default[0]
+        sw = self.b.switch(tag, dflt_bb)
+        for tagv, bb, _ in cases:
+            sw.add_case(ir.Constant(I64, tagv), bb)
+        if default is None:
+            self.b.position_at_end(unreachable)
+            self.b.unreachable()
+        arms = [(bb, arm, tagv) for tagv, bb, arm in cases]
+        if default is not None:
+            arms.append((default[0], default[1], None))
+        for bb, arm, tagv in arms:
+            self.b.position_at_end(bb)
+            if tagv is not None:
+                payload = variants[tagv][1]
+                vst = self.layout.variant_struct(payload)
+                area = gep(self.b, ptr, [ZERO, i32(1)], lt)
+                area = as_ptr_to(self.b, area, vst) if vst is not None else area
+                for i, loc in self.fn.bindings[id(arm)]:
+                    slot = self.slot(loc)
+                    if slot is None:
+                        continue
+                    j = self.layout.member_index(payload, i)
+                    mp = gep(self.b, area, [ZERO, i32(j)], vst)
+                    self.b.store(mp if not owned else self.b.load(mp, typ=self.lty(loc.ty)), slot)
+            self.block(arm.body)
+            if not self.b.block.is_terminated:
+                self.b.branch(end)
+        self.b.position_at_end(end)
