@@ -257,10 +257,9 @@ class BodyChecker(AggregateChecks):
             if cur is None:
                 tsub[formal.name] = actual
                 return
-            formal = cur
-            if self.same(cur, actual):
-                return
-            self.mismatch(cur, actual, span)
+            # Already chosen by an earlier argument: the rest must agree (inference variables unify).
+            self.bind(cur, actual, tsub, rsub, set(), span, top=False)
+            return
         if isinstance(formal, Ref):
             if not isinstance(actual, Ref):
                 self.mismatch(self.show(formal, tsub, rsub), actual, span)

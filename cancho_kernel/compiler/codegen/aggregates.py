@@ -65,13 +65,13 @@ class AggregateLowering:
     # ------------------------------------------------------------ expressions
 
     def tuple_expr(self, e: ast.TupleExpr) -> Optional[ir.Value]:
-        return self.build_record(e.ty, [self.expr(p) for p in e.parts])
+        return self.build_record(self.T(e.ty), [self.expr(p) for p in e.parts])
 
     def struct_lit(self, e: ast.StructLit) -> Optional[ir.Value]:
-        return self.build_record(e.ty, [self.expr(f.value) for f in e.fields])
+        return self.build_record(self.T(e.ty), [self.expr(f.value) for f in e.fields])
 
     def variant_expr(self, e: ast.VariantExpr) -> ir.Value:
-        t: Adt = e.ty
+        t: Adt = self.T(e.ty)
         variants = self.layout.types.variants(t)
         names = [n for n, _ in variants]
         tag = names.index(e.variant.name)
@@ -97,24 +97,24 @@ class AggregateLowering:
         mode, idx = e.info
         base = e.base
         if mode == "owned":
-            bt = base.ty
+            bt = self.T(base.ty)
             v = self.expr(base) if not isinstance(base, ast.Name) else self.load_local(base)
             return self.record_member(v, bt, idx)
         ref = self.expr(base)
-        agg_t = base.ty.target
+        agg_t = self.T(base.ty).target
         p = self.member_ptr(ref, agg_t, idx)
         if mode == "ref-res":
             return p
-        return None if p is None else self.b.load(p, typ=self.lty(e.ty))
+        return None if p is None else self.b.load(p, typ=self.lty(self.T(e.ty)))
 
     def load_local(self, name: ast.Name) -> Optional[ir.Value]:
         slot = self.slot(name.info)
-        return None if slot is None else self.b.load(slot, typ=self.lty(name.info.ty))
+        return None if slot is None else self.b.load(slot, typ=self.lty(self.T(name.info.ty)))
 
     def assign_member(self, target: ast.Expr, v: Optional[ir.Value]) -> None:
         _, idx = target.info
         ref = self.expr(target.base)
-        p = self.member_ptr(ref, target.base.ty.target, idx)
+        p = self.member_ptr(ref, self.T(target.base.ty).target, idx)
         if p is not None and v is not None:
             self.b.store(v, p)
 
@@ -136,7 +136,7 @@ class AggregateLowering:
     def match_stmt(self, s: ast.Match) -> None:
         owned = self.fn.bindings[id(s)]["owned"]
         sv = self.expr(s.scrutinee)
-        st = s.scrutinee.ty
+        st = self.T(s.scrutinee.ty)
         et: Adt = st if owned else st.target
         lt = self.lty(et)
         if owned:
@@ -183,7 +183,7 @@ class AggregateLowering:
                         continue
                     j = self.layout.member_index(payload, i)
                     mp = gep(self.b, area, [ZERO, i32(j)], vst)
-                    self.b.store(mp if not owned else self.b.load(mp, typ=self.lty(loc.ty)), slot)
+                    self.b.store(mp if not owned else self.b.load(mp, typ=self.lty(self.T(loc.ty))), slot)
             self.block(arm.body)
             if not self.b.block.is_terminated:
                 self.b.branch(end)

@@ -15,7 +15,7 @@ from llvmlite import ir
 from .. import ast
 from ..check.body import CallTarget, CheckedFn, Local
 from ..check.program import CheckedProgram
-from ..check.types import (BOOL, BYTE, CINT, CPTR, F32, FLOAT, INT, Adt, Cap, Prim, Ref, Slice,
+from ..check.types import (substitute, BOOL, BYTE, CINT, CPTR, F32, FLOAT, INT, Adt, Cap, Prim, Ref, Slice,
                            Type)
 from ..diagnostics import Diagnostic
 from .aggregates import AggregateLowering
@@ -66,29 +66,39 @@ class ModuleLowering:
         self.module.data_layout = native.data_layout()
         self.rt = Runtime(self.module)
         self.layout = Layout(prog.types, self.module.data_layout)
-        self.functions: dict[str, ir.Function] = {}
+        self.functions: dict[tuple, ir.Function] = {}
+        self.pending: list[tuple[str, dict, ir.Function]] = []
         self.strings = 0
 
     def lower(self) -> str:
-        keys = [k for k in self.prog.reachable() if k in self.prog.fns]
-        for k in keys:
-            self.declare(self.prog.fns[k])
-        for k in keys:
-            fn = self.prog.fns[k]
+        main = self.instance(self.prog.main, {})
+        while self.pending:
+            key, tsub, func = self.pending.pop()
+            fn = self.prog.fns[key]
             try:
-                FnLowering(self, fn).lower()
+                FnLowering(self, fn, func, tsub).lower()
             except NotImplementedError as e:
                 raise Unsupported(str(e), fn.item.decl.name.span) from e
-        self.rt.entry_wrapper(self.functions[self.prog.main])
+        self.rt.entry_wrapper(main)
         return str(self.module)
 
-    def declare(self, fn: CheckedFn) -> None:
-        params = [self.layout.lty(t) for _, t in fn.sig.params]
-        ret = self.layout.lty(fn.sig.ret)
+    def instance(self, key: str, tsub: dict) -> ir.Function:
+        """The LLVM function for one instantiation of a cancho function (monomorphisation):
+        declared on first request and queued for lowering."""
+        fn = self.prog.fns[key]
+        targs = tuple(tsub[("T", n)] for n in fn.sig.tparams)
+        got = self.functions.get((key, targs))
+        if got is not None:
+            return got
+        params = [self.layout.lty(substitute(t, tsub)) for _, t in fn.sig.params]
+        ret = self.layout.lty(substitute(fn.sig.ret, tsub))
         fnty = ir.FunctionType(ret if ret is not None else I64, [p for p in params if p is not None])
-        f = ir.Function(self.module, fnty, name=symbol(fn.item.key))
+        name = symbol(key) + ("[" + ", ".join(map(str, targs)) + "]" if targs else "")
+        f = ir.Function(self.module, fnty, name=name)
         f.linkage = "internal"
-        self.functions[fn.item.key] = f
+        self.functions[(key, targs)] = f
+        self.pending.append((key, tsub, f))
+        return f
 
     def string(self, data: bytes) -> ir.Value:
         """A string literal: one private constant per occurrence, no NUL; value (ptr, len)."""
@@ -106,13 +116,13 @@ class ModuleLowering:
 class FnLowering(AggregateLowering):
     """Lowers one function body."""
 
-    def __init__(self, ml: ModuleLowering, fn: CheckedFn):
+    def __init__(self, ml: ModuleLowering, fn: CheckedFn, func: ir.Function, tsub: dict):
         self.ml = ml
         self.layout = ml.layout
-        self.lty = ml.layout.lty
+        self.tsub = tsub  # this instance's type arguments: {("T", name): type}
         self.rt = ml.rt
         self.fn = fn
-        self.func = ml.functions[fn.item.key]
+        self.func = func
         self.entry = self.func.append_basic_block("entry")
         self.alloca_builder = ir.IRBuilder(self.entry)
         body = self.func.append_basic_block("body")
@@ -124,10 +134,17 @@ class FnLowering(AggregateLowering):
 
     # ------------------------------------------------------------ plumbing
 
+    def T(self, t: Type) -> Type:
+        """A type of the checked body, with this instance's type arguments substituted."""
+        return substitute(t, self.tsub) if self.tsub else t
+
+    def lty(self, t: Type) -> Optional[ir.Type]:
+        return self.layout.lty(self.T(t))
+
     def lower(self) -> None:
         args = iter(self.func.args)
         for loc in self.fn.params:
-            t = self.lty(loc.ty)
+            t = self.lty(self.T(loc.ty))
             if t is None:
                 continue
             slot = self.slot(loc)
@@ -138,7 +155,7 @@ class FnLowering(AggregateLowering):
         self.alloca_builder.branch(self.func.blocks[1])
 
     def slot(self, loc: Local) -> Optional[ir.Value]:
-        t = self.lty(loc.ty)
+        t = self.lty(self.T(loc.ty))
         if t is None:
             return None
         s = self.slots.get(loc.uid)
@@ -181,7 +198,7 @@ class FnLowering(AggregateLowering):
                 b.store(v, slot)
         elif isinstance(s, (ast.LetStruct, ast.LetTuple)):
             v = self.expr(s.value)
-            self.let_parts(s, s.value.ty, v, self.fn.bindings[id(s)])
+            self.let_parts(s, self.T(s.value.ty), v, self.fn.bindings[id(s)])
         elif isinstance(s, ast.Match):
             self.match_stmt(s)
         elif isinstance(s, ast.Assign):
@@ -261,7 +278,7 @@ class FnLowering(AggregateLowering):
             return
         if isinstance(t, ast.Index):
             ptr = self.element_ptr(t)
-            self.store_elem(v, ptr, t.ty)
+            self.store_elem(v, ptr, self.T(t.ty))
             return
         if isinstance(t, ast.Unary) and t.op == "*":
             p = self.expr(t.operand)
@@ -290,7 +307,7 @@ class FnLowering(AggregateLowering):
             return self.ml.string(e.value)
         if isinstance(e, ast.Name):
             slot = self.slot(e.info)
-            return None if slot is None else b.load(slot, typ=self.lty(e.info.ty))
+            return None if slot is None else b.load(slot, typ=self.lty(self.T(e.info.ty)))
         if isinstance(e, ast.Unary):
             return self.unary(e)
         if isinstance(e, ast.Binary):
@@ -299,7 +316,7 @@ class FnLowering(AggregateLowering):
             return self.call(e)
         if isinstance(e, ast.Index):
             ptr = self.element_ptr(e)
-            return self.load_elem(ptr, e.ty)
+            return self.load_elem(ptr, self.T(e.ty))
         if isinstance(e, ast.SliceExpr):
             s = self.expr(e.base)
             lo = self.expr(e.lo)
@@ -307,7 +324,7 @@ class FnLowering(AggregateLowering):
             length = self.b.extract_value(s, 1)
             bad = self.b.or_(self.b.icmp_unsigned(">", hi, length), self.b.icmp_unsigned(">", lo, hi))
             self.trap_if(bad)
-            _, stride = self.layout.elem_storage(e.ty.target.elem)
+            _, stride = self.layout.elem_storage(self.T(e.ty).target.elem)
             p = self.b.gep(self.b.extract_value(s, 0), [self.b.mul(lo, ir.Constant(I64, stride))], inbounds=True,
                            source_etype=I8)
             r = self.b.insert_value(ir.Constant(SLICE, ir.Undefined), p, 0)
@@ -328,7 +345,7 @@ class FnLowering(AggregateLowering):
         s = self.expr(e.base)
         i = self.expr(e.index)
         self.trap_if(self.b.icmp_unsigned(">=", i, self.b.extract_value(s, 1)))
-        store_t, stride = self.layout.elem_storage(e.ty)
+        store_t, stride = self.layout.elem_storage(self.T(e.ty))
         off = i if stride == 1 else self.b.mul(i, ir.Constant(I64, stride))
         return self.b.gep(self.b.extract_value(s, 0), [off], inbounds=True, source_etype=I8)
 
@@ -345,7 +362,7 @@ class FnLowering(AggregateLowering):
     def alloc_slice(self, e: ast.AllocSlice) -> ir.Value:
         n = self.expr(e.count)
         fill = self.expr(e.fill)
-        elem = e.ty.target.elem
+        elem = self.T(e.ty).target.elem
         store_t, stride = self.layout.elem_storage(elem)
         b = self.b
         self.trap_if(b.icmp_signed("<", n, ir.Constant(I64, 0)))
@@ -381,7 +398,7 @@ class FnLowering(AggregateLowering):
 
     def arena_of(self, e: ast.AllocSlice) -> tuple[ir.Value, ir.Value]:
         """The slots of the open arena the checker resolved `alloc_slice[a]` to."""
-        target = e.ty.region
+        target = self.T(e.ty).region
         for idx in range(len(self.arena_regions) - 1, -1, -1):
             if self.arena_regions[idx] is target:
                 return self.arenas[idx]
@@ -389,7 +406,7 @@ class FnLowering(AggregateLowering):
 
     def unary(self, e: ast.Unary) -> ir.Value:
         v = self.expr(e.operand)
-        t = e.ty
+        t = self.T(e.ty)
         if e.op == "-":
             if t == INT:
                 r = self.b.call(self.rt.intrinsic("llvm.ssub.with.overflow", I64), [ir.Constant(I64, 0), v])
@@ -425,7 +442,7 @@ class FnLowering(AggregateLowering):
             phi.add_incoming(ir.Constant(I1, 0 if op == "&&" else 1), start)
             phi.add_incoming(right, rhs_end)
             return phi
-        lt = e.left.ty
+        lt = self.T(e.left.ty)
         a = self.expr(e.left)
         c = self.expr(e.right)
         b = self.b
@@ -495,7 +512,8 @@ class FnLowering(AggregateLowering):
         target: CallTarget = e.info
         if target.kind == "fn":
             args = [self.expr(a) for a in e.args]
-            f = self.ml.functions[target.item.key]
+            tsub = {k: self.T(v) for k, v in target.subst.items() if k[0] == "T"}
+            f = self.ml.instance(target.item.key, tsub)
             return self.b.call(f, [a for a in args if a is not None])
         if target.kind == "builtin":
             return self.builtin(target.name, e)
