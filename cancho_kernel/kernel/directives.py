@@ -1,0 +1,583 @@
+"""Cell directives (magics) and the execution of one cell.
+
+A cell starts with any number of directive lines (kernel.md §2.3), then its cancho text:
+
+* ``%name args`` — a line directive, run in order before the cell's text is handled;
+* ``%%name args`` — at most one cell directive, which decides what happens to the cell's text
+  (without one, a cell with ``main`` is compiled and run, a cell without is checked and its
+  items join the session).
+
+Blank lines and nbval's ``# NBVAL_...`` comment lines among the directives are skipped.
+Diagnostics keep pointing at the cell's own lines: the text after the directives is a
+``SourceFile`` whose ``line_offset`` is the number of lines removed.
+
+Every directive is registered in :data:`REGISTRY` with its usage and help; an unknown directive
+is an error that names the known ones. Later issues add ``%authority``, ``%%bench`` and ``%%c``
+by registering more handlers (one function each), nothing else changes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import signal as _signal
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
+
+from ..compiler.backends import native
+from ..compiler.backends.process import RunLimits, StdoutTarget
+from ..compiler.diagnostics import RULES
+from ..compiler.source import SourceFile
+from . import presentation as P
+from .runner import BACKENDS, RunRequest
+from .session import Session
+
+
+class DirectiveError(Exception):
+    """A directive could not be understood (unknown name, bad option)."""
+
+
+# -- the context a directive works in ----------------------------------------------------------------
+
+
+@dataclass
+class Settings:
+    """Session-wide defaults, changed by ``%backend`` and ``%limits``."""
+
+    backend: str = "jit"
+    timeout: float | None = 30.0
+    max_output: int | None = 1 << 20
+    memory: int | None = None
+
+
+class Context(Protocol):
+    """What the kernel gives a directive: the session and ways to publish."""
+
+    session: Session
+    runner: object
+    settings: Settings
+    failed: bool
+
+    def stream(self, name: str, text: str) -> None: ...
+    def display(self, data: dict, metadata: dict | None = None) -> None: ...
+    def result(self, data: dict, metadata: dict | None = None) -> None: ...
+    def fail(self, failure: P.Failure) -> None: ...
+    def page(self, text: str) -> None: ...
+    def clear(self) -> None: ...
+
+
+@dataclass
+class Body:
+    """The cell's cancho text after its directives."""
+
+    text: str
+    line_offset: int = 0
+    path: str | None = None   # a file for `%load`, else the cell
+    cell_name: str | None = None  # `cell[N]`, N the execution count
+
+    @property
+    def blank(self) -> bool:
+        return not self.text.strip()
+
+    def source(self, session: Session) -> SourceFile:
+        return session.new_source(self.text, self.line_offset, self.path or self.cell_name)
+
+
+Handler = Callable[[Context, str, Body], None]
+
+
+@dataclass
+class Directive:
+    name: str          # with its % or %% prefix
+    usage: str
+    help: str
+    handler: Handler
+    # A line directive may replace the cell's body (`%load`); it then returns the new Body.
+
+    @property
+    def is_cell(self) -> bool:
+        return self.name.startswith("%%")
+
+
+REGISTRY: dict[str, Directive] = {}
+
+
+def directive(name: str, usage: str, help: str) -> Callable[[Handler], Handler]:
+    def register(fn: Handler) -> Handler:
+        REGISTRY[name] = Directive(name, usage, help, fn)
+        return fn
+    return register
+
+
+def known_names() -> str:
+    return ", ".join(sorted(REGISTRY))
+
+
+def help_text() -> str:
+    lines = ["cancho kernel directives (lines at the top of a cell):", ""]
+    for d in sorted(REGISTRY.values(), key=lambda d: (not d.is_cell, d.name)):
+        lines.append(f"  {d.usage}")
+        lines.append(f"      {d.help}")
+    lines += ["", "Without a cell directive, a cell with `fn main(world: World) -> [] int` is compiled",
+              "with the session's items and run; a cell without one is checked and its items join",
+              "the session (re-running a cell replaces its items)."]
+    return "\n".join(lines)
+
+
+# -- parsing a cell's header -----------------------------------------------------------------------
+
+
+@dataclass
+class Header:
+    lines: list[tuple[str, str]] = field(default_factory=list)   # (name, args) of % directives
+    cell: tuple[str, str] | None = None                           # (name, args) of the %% one
+    body: Body = field(default_factory=lambda: Body(""))
+
+
+def parse_header(code: str) -> Header:
+    lines = code.split("\n")
+    h = Header()
+    i = 0
+    while i < len(lines):
+        raw = lines[i]
+        s = raw.strip()
+        if not s or s.startswith("# NBVAL") or s.startswith("#NBVAL"):
+            i += 1
+            continue
+        if not s.startswith("%"):
+            break
+        word, _, args = s.partition(" ")
+        args = args.strip()
+        if word not in REGISTRY:
+            raise DirectiveError(f"unknown directive `{word}`; the known ones are {known_names()}")
+        if word.startswith("%%"):
+            if h.cell is not None:
+                raise DirectiveError(f"a cell takes one cell directive, but `{h.cell[0]}` and `{word}` were both given")
+            h.cell = (word, args)
+        else:
+            h.lines.append((word, args))
+        i += 1
+    body_lines = lines[i:]
+    h.body = Body("\n".join(body_lines), line_offset=i)
+    return h
+
+
+def execute(ctx: Context, code: str, cell_name: str | None = None) -> None:
+    """Handle one cell: its directives, then its text."""
+    try:
+        header = parse_header(code)
+    except DirectiveError as e:
+        ctx.fail(P.simple_failure("directive-error", str(e)))
+        return
+    body = header.body
+    body.cell_name = cell_name
+    try:
+        for name, args in header.lines:
+            new_body = REGISTRY[name].handler(ctx, args, body)
+            if isinstance(new_body, Body):
+                body = new_body
+            if ctx.failed:
+                return
+        if header.cell is not None:
+            name, args = header.cell
+            REGISTRY[name].handler(ctx, args, body)
+        elif not body.blank:
+            default_cell(ctx, body)
+    except DirectiveError as e:
+        ctx.fail(P.simple_failure("directive-error", str(e)))
+
+
+# -- option parsing ------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # never exit the kernel
+        raise DirectiveError(f"{self.prog}: {message}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> None:
+        raise DirectiveError(message or f"{self.prog}: bad options")
+
+
+def parse_size(text: str) -> int | None:
+    """``1048576``, ``64k``, ``1M``, ``2MiB``, ``1G``; ``none``/``0`` means unlimited."""
+    t = text.strip().lower()
+    if t in ("none", "unlimited", "0"):
+        return None
+    mult = 1
+    for suffix, m in (("kib", 1 << 10), ("mib", 1 << 20), ("gib", 1 << 30), ("kb", 1000), ("mb", 10**6),
+                      ("gb", 10**9), ("k", 1 << 10), ("m", 1 << 20), ("g", 1 << 30), ("b", 1)):
+        if t.endswith(suffix):
+            t, mult = t[: -len(suffix)], m
+            break
+    try:
+        n = int(float(t) * mult)
+    except ValueError:
+        raise DirectiveError(f"`{text}` is not a size (write e.g. 65536, 64k, 1M)") from None
+    if n < 0:
+        raise DirectiveError(f"`{text}` is not a size")
+    return n
+
+
+def parse_seconds(text: str) -> float | None:
+    t = text.strip().lower()
+    if t in ("none", "unlimited", "0"):
+        return None
+    try:
+        v = float(t.rstrip("s"))
+    except ValueError:
+        raise DirectiveError(f"`{text}` is not a number of seconds") from None
+    if v <= 0:
+        raise DirectiveError(f"`{text}` is not a positive number of seconds")
+    return v
+
+
+def parse_signal(text: str) -> int:
+    t = text.strip().upper()
+    if t.isdigit():
+        return int(t)
+    if not t.startswith("SIG"):
+        t = "SIG" + t
+    try:
+        return int(_signal.Signals[t])
+    except KeyError:
+        raise DirectiveError(f"`{text}` is not a signal name (write e.g. SIGILL, SIGPIPE or a number)") from None
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'": "'"}
+
+
+def unescape(text: str) -> bytes:
+    """``--stdin`` text: the escapes \\n \\t \\r \\0 \\\\ are understood; the rest is UTF-8."""
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text) and text[i + 1] in _ESCAPES:
+            out.append(_ESCAPES[text[i + 1]])
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out).encode("utf-8")
+
+
+def split_args(args: str) -> list[str]:
+    try:
+        return shlex.split(args)
+    except ValueError as e:
+        raise DirectiveError(f"cannot split the options: {e}") from None
+
+
+@dataclass
+class RunOptions:
+    backend: str
+    target: StdoutTarget
+    stdin: bytes
+    args: list[str]
+    limits: RunLimits
+    expect_status: int | None = None
+    expect_signal: int | None = None
+
+
+def _run_parser() -> _Parser:
+    p = _Parser(prog="%%run", add_help=False)
+    p.add_argument("--backend", choices=BACKENDS)
+    p.add_argument("--stdout", default="pipe")
+    p.add_argument("--stdin", default=None)
+    p.add_argument("--args", nargs="*", default=[])
+    p.add_argument("--timeout", default=None)
+    p.add_argument("--max-output", default=None)
+    p.add_argument("--memory", default=None)
+    p.add_argument("--expect-status", type=int, default=None)
+    p.add_argument("--expect-signal", default=None)
+    p.add_argument("--expect-trap", action="store_true")
+    return p
+
+
+def parse_run_options(args: str, settings: Settings) -> RunOptions:
+    ns = _run_parser().parse_args(split_args(args))
+    try:
+        target = StdoutTarget.parse(ns.stdout)
+    except ValueError:
+        raise DirectiveError(f"unknown stdout target `{ns.stdout}`: use pipe, /dev/full, closed or "
+                             f"broken-pipe[:N]") from None
+    if target.kind.value == "inherit":
+        raise DirectiveError("a notebook cell cannot inherit the kernel's stdout")
+    limits = RunLimits(
+        timeout=parse_seconds(ns.timeout) if ns.timeout is not None else settings.timeout,
+        max_output=parse_size(ns.max_output) if ns.max_output is not None else settings.max_output,
+        memory=parse_size(ns.memory) if ns.memory is not None else settings.memory)
+    expect_signal = parse_signal(ns.expect_signal) if ns.expect_signal else None
+    if ns.expect_trap:
+        expect_signal = int(_signal.SIGILL)
+    if expect_signal is not None and ns.expect_status is not None:
+        raise DirectiveError("give --expect-status or --expect-signal, not both")
+    return RunOptions(ns.backend or settings.backend, target,
+                      unescape(ns.stdin) if ns.stdin is not None else b"", list(ns.args), limits,
+                      ns.expect_status, expect_signal)
+
+
+# -- what a cell's text does ------------------------------------------------------------------------
+
+
+def default_cell(ctx: Context, body: Body) -> None:
+    run_body(ctx, body, parse_run_options("", ctx.settings), use_last_main=False)
+
+
+def run_body(ctx: Context, body: Body, opts: RunOptions, use_last_main: bool) -> None:
+    """Check the cell with the session; commit it when accepted; run `main` if there is one."""
+    outcome = ctx.session.process(body.source(ctx.session), compile=True, use_last_main=use_last_main)
+    if not outcome.ok:
+        ctx.fail(P.refusal(outcome.diagnostics))
+        return
+    ctx.session.commit(outcome)
+    if not outcome.has_main:
+        ctx.display({"text/plain": P.defined_text(outcome)})
+        return
+    run_ir(ctx, outcome.ir, opts)
+
+
+def run_ir(ctx: Context, ir: str, opts: RunOptions) -> None:
+    req = RunRequest(ir=ir, backend=opts.backend, target=opts.target, stdin=opts.stdin,
+                     args=opts.args, limits=opts.limits)
+    result, failed, interrupted = ctx.runner.run(req)
+    if result is not None:
+        if result.stdout:
+            ctx.stream("stdout", result.stdout.decode("utf-8", errors="replace"))
+        if result.stderr:
+            ctx.stream("stderr", result.stderr.decode("utf-8", errors="replace"))
+    if failed is not None:
+        if interrupted:
+            ctx.fail(P.simple_failure("KeyboardInterrupt", "interrupted before the program started"))
+        else:
+            ctx.fail(P.simple_failure(failed.kind, str(failed)))
+        return
+    assert result is not None
+    failure = P.judge(result, opts.target, opts.expect_status, opts.expect_signal)
+    meta = P.run_metadata(result, opts.backend, opts.target)
+    if failure is not None:
+        ctx.fail(failure)
+    else:
+        ctx.result({"text/plain": P.summary(result, opts.target)}, meta)
+
+
+# -- the directives -----------------------------------------------------------------------------------
+
+
+@directive("%%run", "%%run [--backend jit|exe] [--stdout pipe|/dev/full|closed|broken-pipe[:N]] "
+           "[--stdin TEXT] [--args A B ...] [--timeout S] [--max-output N] [--memory N] "
+           "[--expect-status N | --expect-signal SIG | --expect-trap]",
+           "compile the cell with the session and run it with these options; without a `main` in the "
+           "cell, the last `main` runs again")
+def _run(ctx: Context, args: str, body: Body) -> None:
+    opts = parse_run_options(args, ctx.settings)
+    if body.blank:
+        if ctx.session.last_main is None:
+            raise DirectiveError("%%run: no `main` yet: write `fn main(world: World) -> [] int` in the cell")
+    run_body(ctx, body, opts, use_last_main=True)
+
+
+@directive("%%check", "%%check", "check the cell with the session's items without running it; "
+           "accepted items join the session")
+def _check(ctx: Context, args: str, body: Body) -> None:
+    if args:
+        raise DirectiveError("%%check takes no options")
+    outcome = ctx.session.process(body.source(ctx.session), compile=False)
+    if not outcome.ok:
+        ctx.fail(P.refusal(outcome.diagnostics))
+        return
+    ctx.session.commit(outcome)
+    text = P.defined_text(outcome)
+    if outcome.has_main:
+        text = "accepted: `main` was checked, not run" + ("" if text == "nothing defined" else "\n" + text)
+    ctx.display({"text/plain": text})
+
+
+@directive("%%refused", "%%refused RULE", "the cell must be refused with RULE: the diagnostic is shown as "
+           "output and the cell succeeds; it fails if the cell is accepted or refused with another rule "
+           "(the session does not change)")
+def _refused(ctx: Context, args: str, body: Body) -> None:
+    words = split_args(args)
+    if len(words) != 1:
+        raise DirectiveError("%%refused takes one rule tag, e.g. `%%refused effect-not-declared`")
+    rule = words[0]
+    if rule not in RULES:
+        raise DirectiveError(f"%%refused: `{rule}` is not a rule tag; the rules are {', '.join(RULES)}")
+    outcome = ctx.session.process(body.source(ctx.session), compile=False)
+    if outcome.ok:
+        ctx.fail(P.simple_failure("not-refused", f"expected a refusal with `{rule}`, but the cell was accepted"))
+        return
+    rules = [d.rule for d in outcome.diagnostics]
+    if rule in rules:
+        ctx.display({"text/plain": f"refused as expected: {rule}\n\n" + P.refusal_plain(outcome.diagnostics)},
+                    {"cancho": {"refused": rules}})
+        return
+    f = P.refusal(outcome.diagnostics)
+    f.evalue = f"expected a refusal with `{rule}`, but it was refused with `{rules[0]}`: {f.evalue}"
+    ctx.fail(f)
+
+
+def _compiled_for_listing(ctx: Context, body: Body, what: str):
+    outcome = ctx.session.process(body.source(ctx.session), compile=True, use_last_main=True)
+    if not outcome.ok:
+        ctx.fail(P.refusal(outcome.diagnostics))
+        return None, None
+    if outcome.ir is None:
+        raise DirectiveError(f"{what} shows the program `main` runs: write a `main` in the cell or run one first")
+    wanted = {symbol(it.module, it.name) for it in outcome.defined}
+    if outcome._commit is not None:
+        wanted.add(symbol("", "main"))
+    return outcome, wanted
+
+
+def symbol(module: str, name: str) -> str:
+    """The LLVM name codegen gives a cancho function (docs/ARCHITECTURE.md): `lexs_[module.]name`."""
+    return "lexs_" + (module + "." if module else "") + name
+
+
+def _filter_ir(text: str, wanted: set[str]) -> str:
+    blocks, cur, keep = [], [], False
+    for line in text.split("\n"):
+        if line.startswith("define "):
+            name = line.split("@", 1)[1].split("(", 1)[0].strip('"') if "@" in line else ""
+            cur, keep = [line], name in wanted
+            continue
+        if cur:
+            cur.append(line)
+            if line == "}":
+                if keep:
+                    blocks.append("\n".join(cur))
+                cur = []
+    return "\n\n".join(blocks)
+
+
+def _filter_asm(text: str, wanted: set[str]) -> str:
+    blocks, cur, name = [], None, None
+    for line in text.split("\n"):
+        if cur is None and line.endswith(":") and not line.startswith((" ", "\t", ".")):
+            label = line[:-1].strip('"')
+            if label in wanted:
+                cur, name = [line], label
+                continue
+        if cur is not None:
+            if line.startswith(".Lfunc_end") or line.strip().startswith(".size"):
+                blocks.append("\n".join(cur))
+                cur = None
+            else:
+                cur.append(line)
+    return "\n\n".join(blocks)
+
+
+@directive("%%ir", "%%ir", "show the optimized (O2) LLVM IR of the cell's functions, as compiled into the "
+           "program `main` runs (the session does not change)")
+def _ir(ctx: Context, args: str, body: Body) -> None:
+    outcome, wanted = _compiled_for_listing(ctx, body, "%%ir")
+    if outcome is None:
+        return
+    full = native.optimized_ir(outcome.ir)
+    shown = _filter_ir(full, wanted) or full
+    ctx.display({"text/plain": shown.rstrip() + "\n"})
+
+
+@directive("%%asm", "%%asm", "show the assembly of the cell's functions (the session does not change)")
+def _asm(ctx: Context, args: str, body: Body) -> None:
+    outcome, wanted = _compiled_for_listing(ctx, body, "%%asm")
+    if outcome is None:
+        return
+    full = native.emit_asm(outcome.ir)
+    shown = _filter_asm(full, wanted) or full
+    ctx.display({"text/plain": shown.rstrip() + "\n"})
+
+
+@directive("%%file", "%%file NAME.cho", "write the cell's text to NAME.cho (relative to the kernel's "
+           "working directory) without running it")
+def _file(ctx: Context, args: str, body: Body) -> None:
+    words = split_args(args)
+    if len(words) != 1:
+        raise DirectiveError("%%file takes one file name")
+    path = Path(words[0])
+    text = body.text if body.text.endswith("\n") or not body.text else body.text + "\n"
+    try:
+        existed = path.exists()
+        path.write_text(text, encoding="utf-8")
+    except OSError as e:
+        raise DirectiveError(f"%%file: cannot write {path}: {e.strerror or e}") from None
+    verb = "overwrote" if existed else "wrote"
+    ctx.display({"text/plain": f"{verb} {path} ({len(text.encode('utf-8'))} bytes)"})
+
+
+@directive("%load", "%load FILE.cho", "use FILE.cho as the cell's text (diagnostics point into the file)")
+def _load(ctx: Context, args: str, body: Body):
+    words = split_args(args)
+    if len(words) != 1:
+        raise DirectiveError("%load takes one file name")
+    if not body.blank:
+        raise DirectiveError("%load replaces the cell's text: write it on a cell without other code")
+    try:
+        text = Path(words[0]).read_text(encoding="utf-8")
+    except OSError as e:
+        raise DirectiveError(f"%load: cannot read {words[0]}: {e.strerror or e}") from None
+    return Body(text, 0, words[0])
+
+
+@directive("%backend", "%backend [jit|exe]", "set the session's default backend (no argument: show it)")
+def _backend(ctx: Context, args: str, body: Body) -> None:
+    words = split_args(args)
+    if not words:
+        ctx.display({"text/plain": f"backend {ctx.settings.backend}"})
+        return
+    if len(words) != 1 or words[0] not in BACKENDS:
+        raise DirectiveError(f"%backend takes one of {', '.join(BACKENDS)}")
+    ctx.settings.backend = words[0]
+    if body.blank:
+        ctx.display({"text/plain": f"backend {words[0]}"})
+
+
+@directive("%limits", "%limits [--timeout S] [--max-output N] [--memory N]",
+           "set the session's default run limits (`none` = unlimited; no options: show them)")
+def _limits(ctx: Context, args: str, body: Body) -> None:
+    p = _Parser(prog="%limits", add_help=False)
+    p.add_argument("--timeout")
+    p.add_argument("--max-output")
+    p.add_argument("--memory")
+    ns = p.parse_args(split_args(args))
+    s = ctx.settings
+    if ns.timeout is not None:
+        s.timeout = parse_seconds(ns.timeout)
+    if ns.max_output is not None:
+        s.max_output = parse_size(ns.max_output)
+    if ns.memory is not None:
+        s.memory = parse_size(ns.memory)
+    if body.blank:
+        fmt = lambda v, unit="": "none" if v is None else f"{v:g}{unit}" if isinstance(v, float) else f"{v}{unit}"  # noqa: E731
+        ctx.display({"text/plain": f"timeout {fmt(s.timeout, ' s')}, max output {fmt(s.max_output, ' bytes')} "
+                                   f"per stream, memory {fmt(s.memory, ' bytes')}"})
+
+
+@directive("%who", "%who", "list the session's edition, imports and items")
+def _who(ctx: Context, args: str, body: Body) -> None:
+    text, table = P.who(ctx.session)
+    ctx.display({"text/plain": text, "text/html": table})
+
+
+@directive("%reset", "%reset", "forget every item, import and the edition (the backend and limits stay)")
+def _reset(ctx: Context, args: str, body: Body) -> None:
+    n = len(ctx.session.items)
+    ctx.session.reset()
+    if body.blank:
+        ctx.display({"text/plain": f"session reset ({n} item{'s' if n != 1 else ''} forgotten)"})
+
+
+@directive("%help", "%help", "show this list in the pager")
+def _help(ctx: Context, args: str, body: Body) -> None:
+    ctx.page(help_text())
+
+
+@directive("%clear", "%clear", "clear the cell's output area")
+def _clear(ctx: Context, args: str, body: Body) -> None:
+    ctx.clear()
+
+
+__all__ = ["REGISTRY", "Settings", "Body", "DirectiveError", "execute", "parse_header", "help_text",
+           "known_names"]

@@ -1,0 +1,191 @@
+"""The Jupyter kernel: messages in, cells through the session and runner, messages out.
+
+Everything a cell publishes (``stream``, ``display_data``, ``execute_result``, ``error``) is sent
+from ``do_execute`` itself, parented to the execute request, so it all precedes ``idle``
+(kernel.md §3.2). ``KeyboardInterrupt`` never escapes ``do_execute`` (§3.5): an interrupt during
+a run cancels it (the program's process group is killed) and the cell reports an ``error``
+named ``KeyboardInterrupt``; the session's items are kept.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import sys
+import time
+import traceback
+
+from ipykernel.kernelbase import Kernel
+
+from .. import __version__
+from . import completion, directives
+from . import presentation as P
+from .directives import Settings
+from .runner import Runner
+from .session import Session
+
+LANGUAGE_INFO = {
+    "name": "cancho",
+    "version": "1",
+    "mimetype": "text/x-cancho",
+    "file_extension": ".cho",
+    "pygments_lexer": "cancho",
+    "codemirror_mode": "rust",
+    "nbconvert_exporter": "script",
+}
+
+
+class CellContext:
+    """One cell's way to publish (see :class:`directives.Context`)."""
+
+    def __init__(self, kernel: "CanchoKernel", silent: bool) -> None:
+        self.kernel = kernel
+        self.silent = silent
+        self.session = kernel.cancho_session
+        self.runner = kernel.runner
+        self.settings = kernel.settings
+        self.failed = False
+        self.failure: P.Failure | None = None
+        self.payload: list[dict] = []
+        self.result_text: str | None = None
+
+    def _send(self, msg_type: str, content: dict) -> None:
+        if not self.silent:
+            self.kernel.send_response(self.kernel.iopub_socket, msg_type, content)
+
+    def stream(self, name: str, text: str) -> None:
+        self._send("stream", {"name": name, "text": text})
+
+    def display(self, data: dict, metadata: dict | None = None) -> None:
+        self._send("display_data", {"data": data, "metadata": metadata or {}, "transient": {}})
+
+    def result(self, data: dict, metadata: dict | None = None) -> None:
+        self.result_text = data.get("text/plain")
+        self._send("execute_result", {"execution_count": self.kernel.execution_count, "data": data,
+                                      "metadata": metadata or {}})
+
+    def fail(self, failure: P.Failure) -> None:
+        if self.failed:
+            return
+        self.failed, self.failure = True, failure
+        self._send("error", {"ename": failure.ename, "evalue": failure.evalue, "traceback": failure.traceback})
+
+    def page(self, text: str) -> None:
+        self.payload.append({"source": "page", "data": {"text/plain": text}, "start": 0})
+
+    def clear(self) -> None:
+        self._send("clear_output", {"wait": False})
+
+
+class CanchoKernel(Kernel):
+    implementation = "cancho_kernel"
+    implementation_version = __version__
+    language = "cancho"
+    language_version = "1"
+    language_info = LANGUAGE_INFO
+    banner = (f"cancho kernel {__version__}: cells are cancho programs (editions 1-8); "
+              "items persist, a cell with `main` runs. %help lists the directives.")
+    help_links = [{"text": "cancho-kernel", "url": "https://github.com/alpibrusl/cancho"}]
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.cancho_session = Session()
+        self.settings = Settings()
+        self.runner = Runner()
+        self.runner.warm_up()
+        self._history: list[tuple[int, int, str, str | None]] = []
+        self._setup_comms()
+
+    # -- comms (ipywidgets, kernel.md §3.9) ----------------------------------------------------
+
+    def _setup_comms(self) -> None:
+        try:
+            import comm
+            from ipykernel.comm.comm import BaseComm
+            from ipykernel.comm.manager import CommManager
+        except Exception:  # comms are optional; the kernel works without them
+            return
+        if getattr(comm.get_comm_manager, "__module__", "").startswith("comm"):
+            # Not patched by ipykernel.ipkernel (which this kernel does not import): do what it does.
+            manager = CommManager(kernel=self)
+            comm.create_comm = lambda *a, **kw: BaseComm(*a, **kw)
+            comm.get_comm_manager = lambda *a, **kw: manager
+        self.comm_manager = comm.get_comm_manager()
+        for msg_type in ("comm_open", "comm_msg", "comm_close"):
+            self.shell_handlers[msg_type] = getattr(self.comm_manager, msg_type)
+        try:
+            import ipywidgets
+            ipywidgets.register_comm_target()
+        except Exception:
+            pass
+
+    # -- execute ---------------------------------------------------------------------------------
+
+    async def do_execute(self, code, silent, store_history=True, user_expressions=None,
+                         allow_stdin=False, *, cell_meta=None, cell_id=None):
+        ctx = CellContext(self, silent)
+        t0 = time.perf_counter()
+        try:
+            directives.execute(ctx, code, f"cell[{self.execution_count}]")
+        except KeyboardInterrupt:
+            ctx.fail(P.simple_failure("KeyboardInterrupt", "interrupted; the session is kept"))
+        except Exception as e:  # a bug of ours: report it in the cell, keep the kernel
+            tb = traceback.format_exception(type(e), e, e.__traceback__)
+            ctx.fail(P.Failure("internal", f"the kernel failed: {type(e).__name__}: {e}",
+                               [line.rstrip("\n") for chunk in tb for line in chunk.split("\n")]))
+        self.log.debug("cell handled in %.1f ms", (time.perf_counter() - t0) * 1000)
+        if store_history and not silent:
+            self._history.append((1, self.execution_count, code, ctx.result_text))
+        if ctx.failed:
+            f = ctx.failure
+            assert f is not None
+            return {"status": "error", "execution_count": self.execution_count, "ename": f.ename,
+                    "evalue": f.evalue, "traceback": f.traceback}
+        return {"status": "ok", "execution_count": self.execution_count, "payload": ctx.payload,
+                "user_expressions": {}}
+
+    # -- completion, inspection, is_complete -----------------------------------------------------
+
+    async def do_complete(self, code, cursor_pos):
+        return completion.complete(code, len(code) if cursor_pos is None else cursor_pos, self.cancho_session)
+
+    async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
+        return completion.inspect(code, len(code) if cursor_pos is None else cursor_pos, self.cancho_session)
+
+    async def do_is_complete(self, code):
+        return completion.is_complete(code)
+
+    # -- history ---------------------------------------------------------------------------------
+
+    async def do_history(self, hist_access_type, output, raw, session=None, start=None, stop=None,
+                         n=None, pattern=None, unique=False):
+        entries = list(self._history)
+        if hist_access_type == "tail":
+            entries = entries[-n:] if n else entries
+        elif hist_access_type == "range":
+            start = start or 0
+            stop = stop if stop is not None else sys.maxsize
+            entries = [e for e in entries if (not session or session <= 0 or e[0] == session)
+                       and start <= e[1] < stop]
+        elif hist_access_type == "search":
+            pat = pattern or "*"
+            entries = [e for e in entries if fnmatch.fnmatchcase(e[2], pat)]
+            if unique:
+                seen: set[str] = set()
+                kept = []
+                for e in reversed(entries):
+                    if e[2] not in seen:
+                        seen.add(e[2])
+                        kept.append(e)
+                entries = list(reversed(kept))
+            if n:
+                entries = entries[-n:]
+        else:
+            entries = []
+        history = [(s, line, (code, out) if output else code) for s, line, code, out in entries]
+        return {"status": "ok", "history": history}
+
+    # -- shutdown --------------------------------------------------------------------------------
+
+    async def do_shutdown(self, restart):
+        self.runner.close()
+        return {"status": "ok", "restart": restart}

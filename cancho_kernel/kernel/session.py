@@ -1,0 +1,252 @@
+"""The session: the items a notebook has defined so far, and how a cell is checked against them.
+
+Model (kernel.md §2.1):
+
+* Each cell is parsed on its own (``api.parse_source``), so every span points into the cell
+  (``SourceFile("cell[N]", text, line_offset=k)`` where ``k`` directive lines were removed).
+* The session keeps items by ``(module, name)``, imports by ``(module, qualifier)`` and a default
+  edition. A cell's items *replace* the session's items of the same name: the program checked
+  for a cell is the cell's own parsed file plus synthetic ``ast.File`` s (one per module and
+  edition) holding the session's other items — never the older copy of a name the cell defines.
+* A cell is committed to the session only when its check passes, so a refused cell cannot
+  corrupt the session. Commits are a single assignment of new dicts (an interrupt cannot leave
+  half a commit behind).
+* ``main`` in the root module is the program entry, never a session item. A cell without a
+  ``main`` is checked with a placeholder ``main`` (in its own synthetic file), so checking
+  items alone never reports "no main". The last ``main`` is remembered so ``%%run`` with an
+  empty body can run it again with other options.
+* The checker annotates AST nodes in place, so every check works on deep copies of the
+  session's items (source files are shared, not copied).
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+
+from ..compiler import api, ast
+from ..compiler.diagnostics import Diagnostic
+from ..compiler.source import SourceFile, Span
+
+PLACEHOLDER_MAIN = "fn main(world: World) -> [] int {\n    release(world);\n    return 0;\n}\n"
+
+KIND_WORD = {ast.FnDecl: "fn", ast.ExternFn: "extern fn", ast.StructDecl: "struct",
+             ast.EnumDecl: "enum", ast.StaticDecl: "static"}
+
+
+@dataclass
+class SessionItem:
+    """One item the session keeps, with the cell (source) that defined it."""
+
+    module: str
+    name: str
+    decl: ast.Item
+    edition: int
+    source: SourceFile
+    module_decl: ast.ModuleDecl | None = None
+
+    @property
+    def kind(self) -> str:
+        return KIND_WORD.get(type(self.decl), "item")
+
+    @property
+    def qualified(self) -> str:
+        return f"{self.module}.{self.name}" if self.module else self.name
+
+    def header(self) -> str:
+        """The item's declaration as written, without its body (the signature for a fn)."""
+        return declaration_header(self.decl)
+
+
+@dataclass
+class SessionImport:
+    module: str
+    qualifier: str
+    node: ast.Import
+    edition: int
+    module_decl: ast.ModuleDecl | None = None
+
+    @property
+    def text(self) -> str:
+        alias = f" as {self.node.alias.name}" if self.node.alias is not None else ""
+        return f"import {self.node.dotted}{alias};"
+
+
+def declaration_header(decl: ast.Item) -> str:
+    """Source text of a declaration up to its body (whitespace runs collapsed)."""
+    src = decl.span.source.text
+    end = decl.span.end
+    body = getattr(decl, "body", None)
+    if isinstance(decl, (ast.FnDecl, ast.StaticDecl)) and body is not None:
+        end = body.span.start
+    text = src[decl.span.start:end].strip()
+    if text.endswith(";"):
+        text = text[:-1].rstrip()
+    return " ".join(text.split())
+
+
+@dataclass
+class CellOutcome:
+    """What checking (and maybe compiling) a cell produced."""
+
+    source: SourceFile
+    diagnostics: list[Diagnostic]
+    defined: list[SessionItem] = field(default_factory=list)
+    replaced: list[str] = field(default_factory=list)
+    imports: list[SessionImport] = field(default_factory=list)
+    edition: int | None = None          # an `edition N;` line in the cell
+    has_main: bool = False
+    ir: str | None = None               # when compiled and accepted
+    timings: dict[str, float] = field(default_factory=dict)
+    _commit: object = None
+
+    @property
+    def ok(self) -> bool:
+        return not self.diagnostics
+
+
+class Session:
+    """Items, imports and the default edition of one kernel session."""
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.items: dict[tuple[str, str], SessionItem] = {}
+        self.imports: dict[tuple[str, str], SessionImport] = {}
+        self.edition = 1
+        self.last_main: SessionItem | None = None
+        self.cell_count = 0
+
+    # -- naming ----------------------------------------------------------------------------
+
+    def new_source(self, text: str, line_offset: int = 0, path: str | None = None) -> SourceFile:
+        self.cell_count += 1
+        return SourceFile(path or f"cell[{self.cell_count}]", text, line_offset=line_offset)
+
+    # -- checking --------------------------------------------------------------------------
+
+    def process(self, source: SourceFile, compile: bool, use_last_main: bool = False) -> CellOutcome:
+        """Parse ``source``, check it (``compile``: and lower it) with the session's items.
+
+        Nothing is committed; call :meth:`commit` with the outcome when it is accepted.
+        """
+        cell, diags = api.parse_source(source)
+        if diags or cell is None:
+            return CellOutcome(source, list(diags))
+        explicit_edition = cell.edition if cell.edition_span is not None else None
+        cell.edition = explicit_edition if explicit_edition is not None else self.edition
+        module = cell.module_name
+
+        own: dict[tuple[str, str], ast.Item] = {}
+        main: ast.FnDecl | None = None
+        for it in cell.items:
+            if module == "" and isinstance(it, ast.FnDecl) and it.name.name == "main":
+                main = it
+            own.setdefault((module, it.name.name), it)
+        own_imports = {(module, imp.qualifier.name) for imp in cell.imports}
+
+        main_item: SessionItem | None = None
+        if main is None and use_last_main and self.last_main is not None:
+            main_item = self.last_main
+
+        files: list[ast.File] = [cell]
+        files += self._session_files(exclude=set(own), exclude_imports=own_imports,
+                                     extra=[main_item] if main_item is not None else [])
+        if main is None and main_item is None:
+            placeholder = SourceFile("<session>", PLACEHOLDER_MAIN)
+            pf, pd = api.parse_source(placeholder)
+            assert pf is not None and not pd, pd
+            files.append(pf)
+
+        has_main = main is not None or main_item is not None
+        if compile and has_main:
+            res = api.compile_files(files, hint=source.path)
+            outcome = CellOutcome(source, list(res.diagnostics), ir=res.ir, timings=res.timings)
+        else:
+            res = api.check_files(files, hint=source.path)
+            outcome = CellOutcome(source, list(res.diagnostics))
+        outcome.has_main = has_main
+        outcome.edition = explicit_edition
+        for (mod, name), decl in own.items():
+            if mod == "" and name == "main" and isinstance(decl, ast.FnDecl):
+                continue
+            item = SessionItem(mod, name, decl, cell.edition, source, cell.module)
+            outcome.defined.append(item)
+            if (mod, name) in self.items:
+                outcome.replaced.append(item.qualified)
+        for imp in cell.imports:
+            outcome.imports.append(SessionImport(module, imp.qualifier.name, imp, cell.edition, cell.module))
+        if main is not None:
+            outcome._commit = SessionItem("", "main", main, cell.edition, source, None)
+        return outcome
+
+    def commit(self, outcome: CellOutcome) -> None:
+        """Add an accepted cell's items, imports and edition to the session."""
+        if not outcome.ok:
+            return
+        items = dict(self.items)
+        for it in outcome.defined:
+            items.pop((it.module, it.name), None)  # re-insert at the end: definition order
+            items[(it.module, it.name)] = it
+        imports = dict(self.imports)
+        for imp in outcome.imports:
+            imports[(imp.module, imp.qualifier)] = imp
+        self.items, self.imports = items, imports
+        if outcome.edition is not None:
+            self.edition = outcome.edition
+        if isinstance(outcome._commit, SessionItem):
+            self.last_main = outcome._commit
+
+    def _session_files(self, exclude: set, exclude_imports: set,
+                       extra: list[SessionItem]) -> list[ast.File]:
+        """Synthetic files for the session's items: one per (module, edition)."""
+        groups: dict[tuple[str, int], list[SessionItem]] = {}
+        module_decls: dict[str, ast.ModuleDecl | None] = {}
+        for key, it in self.items.items():
+            if key in exclude:
+                continue
+            groups.setdefault((it.module, it.edition), []).append(it)
+            module_decls.setdefault(it.module, it.module_decl)
+        for it in extra:
+            groups.setdefault((it.module, it.edition), []).append(it)
+        imports_by_module: dict[str, list[SessionImport]] = {}
+        for key, imp in self.imports.items():
+            if key in exclude_imports:
+                continue
+            imports_by_module.setdefault(imp.module, []).append(imp)
+            module_decls.setdefault(imp.module, imp.module_decl)
+        for mod, imps in imports_by_module.items():
+            if not any(m == mod for m, _ in groups):
+                groups[(mod, imps[0].edition)] = []
+        files = []
+        done_imports: set[str] = set()
+        synthetic = SourceFile("<session>", "")
+        memo_sources: dict[int, object] = {}
+        for (mod, edition), its in groups.items():
+            for it in its:
+                memo_sources[id(it.source)] = it.source
+            imps = [] if mod in done_imports else imports_by_module.get(mod, [])
+            done_imports.add(mod)
+            for imp in imps:
+                memo_sources[id(imp.node.span.source)] = imp.node.span.source
+            mdecl = module_decls.get(mod)
+            if mdecl is not None:
+                memo_sources[id(mdecl.span.source)] = mdecl.span.source
+            memo = dict(memo_sources)
+            memo[id(synthetic)] = synthetic
+            f = ast.File(span=Span(synthetic, 0, 0), source=synthetic, edition=edition,
+                         module=copy.deepcopy(mdecl, memo) if mod else None,
+                         imports=[copy.deepcopy(i.node, memo) for i in imps],
+                         items=[copy.deepcopy(it.decl, memo) for it in its])
+            files.append(f)
+        return files
+
+    # -- queries for completion, inspection and %who ------------------------------------------
+
+    def find(self, name: str, module: str = "") -> SessionItem | None:
+        return self.items.get((module, name))
+
+    def module_of_qualifier(self, qualifier: str, module: str = "") -> str | None:
+        imp = self.imports.get((module, qualifier))
+        return imp.node.dotted if imp is not None else None
