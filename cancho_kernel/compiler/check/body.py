@@ -826,6 +826,48 @@ class BodyChecker(AggregateChecks):
         subst.update({("R", k): v for k, v in rsub.items()})
         return ret, subst
 
+    def narrow(self, e: ast.Call) -> Type:
+        """`narrow(c, "lit", ...)`: consume an owned capability, give back a narrower one (or a
+        tuple of pairwise-unrelated children for Fs/Exec)."""
+        from .effects import extends_path
+
+        if len(e.args) < 2:
+            self.fail("arity-mismatch", "`narrow` takes a capability and at least one literal", e.span)
+        t = self.expr(e.args[0])
+        if isinstance(t, Ref) and isinstance(self.zonk(t.target), Cap):
+            self.fail("capability-not-narrowable", f"a borrowed capability `{t}` cannot be narrowed; narrow the owner",
+                      e.args[0].span)
+        if not isinstance(t, Cap) or t.literal is None:
+            self.fail("capability-not-narrowable", f"`{t}` has no scope to narrow", e.args[0].span)
+        lits: list[str] = []
+        for a in e.args[1:]:
+            if not isinstance(a, ast.StrLit):
+                self.fail("capability-not-narrowable", "`narrow` takes string literals, known when the program is checked",
+                          a.span)
+            a.ty = self.zonk(Ref(STATIC, False, Slice(BYTE)))
+            lits.append(a.value.decode("utf-8", "replace"))
+        if len(lits) > 1 and t.kind not in ("Fs", "Exec"):
+            self.fail("capability-not-narrowable", f"only `Fs` and `Exec` can be narrowed into several children", e.span)
+        path_like = t.kind in ("Fs", "Exec")
+        for lit, a in zip(lits, e.args[1:]):
+            inside = extends_path(t.literal, lit) if path_like else lit.startswith(t.literal)
+            if lit == t.literal or not inside:
+                self.fail("capability-not-narrowable",
+                          f"`\"{lit}\"` does not strictly narrow `{t}`: the new scope must lie inside the old one",
+                          a.span)
+            if t.kind == "Ffi":
+                from .signatures import check_ffi_scope
+                check_ffi_scope(lit, a.span)
+        for i, x in enumerate(lits):
+            for y in lits[i + 1:]:
+                if extends_path(x, y) or extends_path(y, x):
+                    self.fail("capability-not-narrowable", f"`\"{x}\"` and `\"{y}\"` overlap; children must be unrelated",
+                              e.span)
+        e.info = CallTarget("builtin", "narrow")
+        if len(lits) == 1:
+            return Cap(t.kind, lits[0])
+        return Tuple(tuple(Cap(t.kind, l) for l in lits))
+
     def call_builtin(self, e: ast.Call, name: str) -> Type:
         callee = e.callee
         if name == "split":
@@ -845,6 +887,16 @@ class BodyChecker(AggregateChecks):
                 self.fail("type-mismatch", f"`release` ends an owned capability; this is `{t}`", e.args[0].span)
             e.info = CallTarget("builtin", name)
             return INT
+        if name == "contents":
+            if len(e.args) != 1:
+                self.fail("arity-mismatch", f"`contents` takes 1 argument, found {len(e.args)}", e.span)
+            t = self.expr(e.args[0])
+            if not (isinstance(t, Ref) and isinstance(self.zonk(t.target), BoxT)):
+                self.fail("type-mismatch", f"`contents` takes a reference to a `Box`, found `{t}`", e.args[0].span)
+            e.info = CallTarget("builtin", name)
+            return Ref(t.region, t.unique, self.zonk(t.target).inner)
+        if name == "narrow":
+            return self.narrow(e)
         sig = builtin_signature(name, self.edition)
         if sig is None:
             self.unsupported(f"the builtin `{name}`", callee.span)

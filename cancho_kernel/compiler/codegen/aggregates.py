@@ -72,15 +72,20 @@ class AggregateLowering:
 
     def variant_expr(self, e: ast.VariantExpr) -> ir.Value:
         t: Adt = self.T(e.ty)
-        variants = self.layout.types.variants(t)
-        names = [n for n, _ in variants]
-        tag = names.index(e.variant.name)
-        payload = variants[tag][1]
+        names = [n for n, _ in self.layout.types.variants(t)]
         values = [self.expr(a) for a in (e.args or [])]
+        return self.make_variant(t, ir.Constant(I64, names.index(e.variant.name)), values)
+
+    def make_variant(self, t: Adt, tag: ir.Value, values: list) -> ir.Value:
+        """An enum value with the given tag and payload values. The payload's shape is that of
+        the variant a constant tag names; a run-time tag is only used for same-shaped variants."""
+        variants = self.layout.types.variants(t)
+        idx = tag.constant if isinstance(tag, ir.Constant) else 0
+        payload = variants[idx][1]
         lt = self.lty(t)
         slot = self.alloca_builder.alloca(lt, name="enum")
         self.b.store(ir.Constant(lt, None), slot)
-        self.b.store(ir.Constant(I64, tag), gep(self.b, slot, [ZERO, i32(0)], lt))
+        self.b.store(tag, gep(self.b, slot, [ZERO, i32(0)], lt))
         st = self.layout.variant_struct(payload)
         if st is not None:
             area = as_ptr_to(self.b, gep(self.b, slot, [ZERO, i32(1)], lt), st)

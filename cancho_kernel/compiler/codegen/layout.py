@@ -52,6 +52,8 @@ class Layout:
             return DOUBLE
         if t == F32:
             return FLOATT
+        if isinstance(t, BoxT) and isinstance(t.inner, Slice):
+            return SLICE
         if t == CPTR or isinstance(t, (BoxT, FnT)):
             return PTR
         if isinstance(t, Handle):

@@ -19,6 +19,7 @@ from ..check.types import (substitute, BOOL, BYTE, CINT, CPTR, F32, FLOAT, INT, 
                            Type)
 from ..diagnostics import Diagnostic
 from .aggregates import AggregateLowering
+from .builtins import BuiltinLowering
 from .layout import Layout
 from .runtime import Runtime
 
@@ -113,7 +114,7 @@ class ModuleLowering:
         return ir.Constant.literal_struct([g, ir.Constant(I64, len(data))])
 
 
-class FnLowering(AggregateLowering):
+class FnLowering(AggregateLowering, BuiltinLowering):
     """Lowers one function body."""
 
     def __init__(self, ml: ModuleLowering, fn: CheckedFn, func: ir.Function, tsub: dict):
@@ -377,7 +378,13 @@ class FnLowering(AggregateLowering):
         end_i = b.add(b.ptrtoint(b.load(base_slot, typ=PTR), I64), ir.Constant(I64, ARENA_BYTES))
         self.trap_if(b.or_(b.icmp_unsigned(">", next_i, end_i), b.icmp_unsigned("<", next_i, at_i)))
         b.store(b.gep(at, [size], inbounds=True, source_etype=I8), bump_slot)
-        # fill loop
+        self.fill_loop(at, n, fill, elem, stride)
+        r = b.insert_value(ir.Constant(SLICE, ir.Undefined), at, 0)
+        return b.insert_value(r, n, 1)
+
+    def fill_loop(self, at: ir.Value, n: ir.Value, fill: ir.Value, elem: Type, stride: int) -> None:
+        """Store `fill` into n consecutive elements starting at `at` (a real loop)."""
+        b = self.b
         head = self.func.append_basic_block("fill.head")
         body = self.func.append_basic_block("fill.body")
         done = self.func.append_basic_block("fill.done")
@@ -393,8 +400,6 @@ class FnLowering(AggregateLowering):
         k.add_incoming(b.add(k, ir.Constant(I64, 1)), b.block)
         b.branch(head)
         b.position_at_end(done)
-        r = b.insert_value(ir.Constant(SLICE, ir.Undefined), at, 0)
-        return b.insert_value(r, n, 1)
 
     def arena_of(self, e: ast.AllocSlice) -> tuple[ir.Value, ir.Value]:
         """The slots of the open arena the checker resolved `alloc_slice[a]` to."""
@@ -518,41 +523,3 @@ class FnLowering(AggregateLowering):
         if target.kind == "builtin":
             return self.builtin(target.name, e)
         raise NotImplementedError(f"calls of kind {target.kind} are not supported yet by cancho-kernel's code generator")
-
-    def builtin(self, name: str, e: ast.Call) -> Optional[ir.Value]:
-        args = [self.expr(a) for a in e.args]
-        b, rt = self.b, self.rt
-        if name in ("split",):
-            return None
-        if name == "release":
-            return ir.Constant(I64, 0)
-        if name == "putchar":
-            # `putc(c, stdout)` is what C's own `putchar` becomes at -O2 with glibc's headers: the
-            # same stream and result, without the stream lock a single-threaded program never needs.
-            stream = b.load(rt.stream("stdout"), typ=PTR)
-            return b.sext(b.call(rt.libc("putc"), [b.trunc(args[1], I32), stream]), I64)
-        if name == "getchar":
-            stream = b.load(rt.stream("stdin"), typ=PTR)
-            return b.sext(b.call(rt.libc("getc"), [stream]), I64)
-        if name in ("write_bytes", "write_err"):
-            s = args[1]
-            stream = b.load(rt.stream("stdout" if name == "write_bytes" else "stderr"), typ=PTR)
-            return b.call(rt.libc("fwrite"), [b.extract_value(s, 0), ir.Constant(I64, 1), b.extract_value(s, 1), stream])
-        if name == "len":
-            return b.extract_value(args[0], 1)
-        if name == "byte_of":
-            self.trap_if(b.icmp_unsigned(">", args[0], ir.Constant(I64, 255)))
-            return b.trunc(args[0], I8)
-        if name == "int_of":
-            return b.zext(args[0], I64)
-        if name == "wrapping_add":
-            return b.add(args[0], args[1])
-        if name == "wrapping_sub":
-            return b.sub(args[0], args[1])
-        if name == "wrapping_mul":
-            return b.mul(args[0], args[1])
-        if name == "trap":
-            rt.trap(b)
-            self.b.position_at_end(self.func.append_basic_block("after.trap"))
-            return ir.Constant(I64, 0)
-        raise NotImplementedError(f"the builtin `{name}` is not supported yet by cancho-kernel's code generator")

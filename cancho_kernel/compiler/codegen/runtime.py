@@ -28,6 +28,7 @@ LIBC: dict[str, ir.FunctionType] = {
     "memmove": ir.FunctionType(PTR, [PTR, PTR, I64]),
     "memchr": ir.FunctionType(PTR, [PTR, I32, I64]),
     "strlen": ir.FunctionType(I64, [PTR]),
+    "__errno_location": ir.FunctionType(PTR, []),
 }
 
 
@@ -62,7 +63,7 @@ class Runtime:
 
     def stream(self, name: str) -> ir.GlobalVariable:
         """The C `stdout`/`stderr` FILE* variables (glibc names; `__stdoutp` on Darwin)."""
-        sym = name if platform.system() != "Darwin" else f"__{name}p"
+        sym = name if platform.system() != "Darwin" else f"__{name}p"  # stdin/stdout/stderr
         g = self.module.globals.get(sym)
         if g is None:
             g = ir.GlobalVariable(self.module, PTR, name=sym)

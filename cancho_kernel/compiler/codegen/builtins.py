@@ -1,0 +1,245 @@
+"""Lowering builtin calls: console, conversions, floats, slices and memory moves, the heap,
+command-line arguments and `flush_out` (runtime.md §1).
+
+A mixin of `FnLowering`. Every check that can trap branches to the function's `ud2` block.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from llvmlite import ir
+
+from .. import ast
+from ..check.types import BOOL, Adt, BoxT, Ref, Slice
+from .layout import DOUBLE, I1, I8, I32, I64, PTR, SLICE
+
+TWO63 = 9223372036854775808.0
+CANONICAL_NAN = 0x7FF8000000000000
+
+
+class BuiltinLowering:
+    """Mixin: needs `b`, `rt`, `expr`, `trap_if`, `func`, `layout`, `lty`, `T`."""
+
+    def builtin(self, name: str, e: ast.Call) -> Optional[ir.Value]:
+        if name == "contents":
+            return self.contents(e)
+        args = [self.expr(a) for a in e.args]
+        b, rt = self.b, self.rt
+        handler = getattr(self, "bi_" + name, None)
+        if handler is not None:
+            return handler(e, args)
+        if name in ("split", "narrow"):
+            return None
+        if name == "release":
+            return ir.Constant(I64, 0)
+        if name == "putchar":
+            # `putc(c, stdout)` is what C's own `putchar` becomes at -O2 with glibc's headers: the
+            # same stream and result, without the stream lock a single-threaded program never needs.
+            stream = b.load(rt.stream("stdout"), typ=PTR)
+            return b.sext(b.call(rt.libc("putc"), [b.trunc(args[1], I32), stream]), I64)
+        if name == "getchar":
+            stream = b.load(rt.stream("stdin"), typ=PTR)
+            return b.sext(b.call(rt.libc("getc"), [stream]), I64)
+        if name in ("write_bytes", "write_err"):
+            s = args[1]
+            stream = b.load(rt.stream("stdout" if name == "write_bytes" else "stderr"), typ=PTR)
+            return b.call(rt.libc("fwrite"), [b.extract_value(s, 0), ir.Constant(I64, 1), b.extract_value(s, 1), stream])
+        if name == "len":
+            return b.extract_value(args[0], 1)
+        if name == "byte_of":
+            self.trap_if(b.icmp_unsigned(">", args[0], ir.Constant(I64, 255)))
+            return b.trunc(args[0], I8)
+        if name == "int_of":
+            return b.zext(args[0], I64)
+        if name == "wrapping_add":
+            return b.add(args[0], args[1])
+        if name == "wrapping_sub":
+            return b.sub(args[0], args[1])
+        if name == "wrapping_mul":
+            return b.mul(args[0], args[1])
+        if name == "value_barrier":
+            asm = ir.InlineAsm(ir.FunctionType(I64, [I64]), "", "=r,0", side_effect=False)
+            return b.call(asm, [args[0]])
+        if name == "trap":
+            rt.trap(b)
+            self.b.position_at_end(self.func.append_basic_block("after.trap"))
+            return ir.Constant(I64, 0)
+        raise NotImplementedError(f"the builtin `{name}` is not supported yet by cancho-kernel's code generator")
+
+    # ------------------------------------------------------------ floats
+
+    def bi_float_of(self, e, args):
+        return self.b.sitofp(args[0], DOUBLE)
+
+    def bi_truncate(self, e, args):
+        """Traps on NaN and on any magnitude at or past 2^63; never `fptosi.sat`."""
+        b, x = self.b, args[0]
+        bad = b.or_(b.fcmp_unordered("uno", x, x),
+                    b.or_(b.fcmp_ordered(">=", x, ir.Constant(DOUBLE, TWO63)),
+                          b.fcmp_ordered("<=", x, ir.Constant(DOUBLE, -TWO63))))
+        self.trap_if(bad)
+        return b.fptosi(x, I64)
+
+    def bi_is_nan(self, e, args):
+        return self.b.fcmp_unordered("uno", args[0], args[0])
+
+    def bi_sqrt(self, e, args):
+        f = self.rt.module.declare_intrinsic("llvm.sqrt", [DOUBLE])
+        return self.b.call(f, [args[0]])
+
+    def bi_bits_of(self, e, args):
+        b, x = self.b, args[0]
+        bits = b.bitcast(x, I64)
+        return b.select(b.fcmp_unordered("uno", x, x), ir.Constant(I64, CANONICAL_NAN), bits)
+
+    def bi_float_of_bits(self, e, args):
+        return self.b.bitcast(args[0], DOUBLE)
+
+    # ------------------------------------------------------------ bits (edition 8)
+
+    def _bit_intrinsic(self, name: str, x: ir.Value, poison_flag: bool = True) -> ir.Value:
+        full = f"llvm.{name}.i64"
+        f = self.rt.module.globals.get(full)
+        if f is None:
+            params = [I64, I1] if poison_flag else [I64]
+            f = ir.Function(self.rt.module, ir.FunctionType(I64, params), name=full)
+        return self.b.call(f, [x, ir.Constant(I1, 0)] if poison_flag else [x])
+
+    def bi_trailing_zeros(self, e, args):
+        return self._bit_intrinsic("cttz", args[0])
+
+    def bi_leading_zeros(self, e, args):
+        return self._bit_intrinsic("ctlz", args[0])
+
+    def bi_popcount(self, e, args):
+        return self._bit_intrinsic("ctpop", args[0], poison_flag=False)
+
+    # ------------------------------------------------------------ slices and memory moves
+
+    def bi_copy_within(self, e, args):
+        b = self.b
+        s, dst, src, n = args
+        length = b.extract_value(s, 1)
+        zero = ir.Constant(I64, 0)
+        bad = b.or_(b.or_(b.icmp_signed("<", dst, zero), b.icmp_signed("<", src, zero)),
+                    b.icmp_signed("<", n, zero))
+        self.trap_if(bad)
+        # n <= len - dst and n <= len - src, with the differences formed only when safe.
+        self.trap_if(b.or_(b.icmp_signed(">", dst, length), b.icmp_signed(">", src, length)))
+        self.trap_if(b.or_(b.icmp_signed(">", n, b.sub(length, dst)), b.icmp_signed(">", n, b.sub(length, src))))
+        base = b.extract_value(s, 0)
+        d = b.gep(base, [dst], inbounds=True, source_etype=I8)
+        r = b.gep(base, [src], inbounds=True, source_etype=I8)
+        b.call(self.rt.libc("memmove"), [d, r, n])
+        return ir.Constant(I64, 0)
+
+    def bi_copy_into(self, e, args):
+        b = self.b
+        dst, src = args
+        n = b.extract_value(src, 1)
+        self.trap_if(b.icmp_signed(">", n, b.extract_value(dst, 1)))
+        b.call(self.rt.libc("memmove"), [b.extract_value(dst, 0), b.extract_value(src, 0), n])
+        return n
+
+    def bi_index_of_byte(self, e, args):
+        b = self.b
+        s, byte = args
+        p = b.extract_value(s, 0)
+        hit = b.call(self.rt.libc("memchr"), [p, b.zext(byte, I32), b.extract_value(s, 1)])
+        off = b.sub(b.ptrtoint(hit, I64), b.ptrtoint(p, I64))
+        return b.select(b.icmp_unsigned("==", hit, ir.Constant(PTR, None)), ir.Constant(I64, -1), off)
+
+    def bi_load_le64(self, e, args):
+        b = self.b
+        s, at = args
+        length = b.extract_value(s, 1)
+        self.trap_if(b.or_(b.icmp_signed("<", at, ir.Constant(I64, 0)),
+                           b.icmp_signed(">", at, b.sub(length, ir.Constant(I64, 8)))))
+        p = b.gep(b.extract_value(s, 0), [at], inbounds=True, source_etype=I8)
+        return b.load(p, typ=I64, align=1)
+
+    # ------------------------------------------------------------ command line
+
+    def bi_arg_count(self, e, args):
+        return self.b.load(self.rt.argc, typ=I64)
+
+    def bi_arg(self, e, args):
+        b = self.b
+        n = args[1]
+        self.trap_if(b.icmp_unsigned(">=", n, b.load(self.rt.argc, typ=I64)))
+        argv = b.load(self.rt.argv, typ=PTR)
+        p = b.load(b.gep(argv, [n], inbounds=True, source_etype=PTR), typ=PTR)
+        length = b.call(self.rt.libc("strlen"), [p])
+        r = b.insert_value(ir.Constant(SLICE, ir.Undefined), p, 0)
+        return b.insert_value(r, length, 1)
+
+    # ------------------------------------------------------------ the heap
+
+    def _malloc_checked(self, size: ir.Value) -> ir.Value:
+        p = self.rt.malloc(self.b, size)
+        self.trap_if(self.b.icmp_unsigned("==", p, ir.Constant(PTR, None)))
+        return p
+
+    def bi_box(self, e, args):
+        t = self.T(e.args[1].ty)
+        lt = self.lty(t)
+        size = self.layout.size(lt) if lt is not None else 1
+        p = self._malloc_checked(ir.Constant(I64, max(size, 1)))
+        if lt is not None:
+            self.b.store(args[1], p)
+        return p
+
+    def bi_unbox(self, e, args):
+        lt = self.lty(e.ty)
+        v = None if lt is None else self.b.load(args[1], typ=lt)
+        self.rt.free(self.b, args[1])
+        return v
+
+    def contents(self, e) -> Optional[ir.Value]:
+        """`contents(&b)`: the reference to a box's contents (one load; a boxed slice is already
+        its (ptr, len) pair)."""
+        ref = self.expr(e.args[0])
+        box_t = self.T(e.args[0].ty).target
+        inner = box_t.inner
+        if isinstance(inner, Slice):
+            return self.b.load(ref, typ=SLICE)
+        if self.lty(inner) is None:
+            return None
+        return self.b.load(ref, typ=PTR)
+
+    def bi_box_slice(self, e, args):
+        b = self.b
+        n, fill = args[1], args[2]
+        elem = self.T(e.args[2].ty)
+        store_t, stride = self.layout.elem_storage(elem)
+        self.trap_if(b.icmp_signed("<", n, ir.Constant(I64, 0)))
+        mul = b.call(self.rt.intrinsic("llvm.smul.with.overflow", I64), [n, ir.Constant(I64, stride)])
+        self.trap_if(b.extract_value(mul, 1))
+        size = b.extract_value(mul, 0)
+        p = self._malloc_checked(b.select(b.icmp_signed("==", size, ir.Constant(I64, 0)), ir.Constant(I64, 1), size))
+        self.fill_loop(p, n, fill, elem, stride)
+        r = b.insert_value(ir.Constant(SLICE, ir.Undefined), p, 0)
+        return b.insert_value(r, n, 1)
+
+    def bi_unbox_slice(self, e, args):
+        s = args[1]
+        self.rt.free(self.b, self.b.extract_value(s, 0))
+        return self.b.extract_value(s, 1)
+
+    # ------------------------------------------------------------ checked output (edition 5)
+
+    def bi_flush_out(self, e, args):
+        """`fflush(stdout)` then `ferror(stdout)`: Ok(0), Failed(errno) when the flush failed,
+        Failed(5) (EIO) when an earlier write already failed; the error flag stays set."""
+        b, rt = self.b, self.rt
+        stream = b.load(rt.stream("stdout"), typ=PTR)
+        rc = b.call(rt.libc("fflush"), [stream])
+        errno = b.sext(b.load(b.call(rt.libc("__errno_location"), []), typ=I32), I64)
+        err = b.call(rt.libc("ferror"), [stream])
+        failed_flush = b.icmp_signed("!=", rc, ir.Constant(I32, 0))
+        failed_before = b.icmp_signed("!=", err, ir.Constant(I32, 0))
+        code = b.select(failed_flush, errno, ir.Constant(I64, 5))
+        failed = b.or_(failed_flush, failed_before)
+        return self.make_variant(self.T(e.ty), b.select(failed, ir.Constant(I64, 1), ir.Constant(I64, 0)),
+                                 [b.select(failed, code, ir.Constant(I64, 0))])
