@@ -20,7 +20,7 @@ from .consteval import Trap, byte_of, int_binary, int_neg, wrap
 from .signatures import (FnSig, TypeResolver, builtin_signature, split_fields)
 from .aggregates import AggregateChecks
 from .typetable import TypeTable
-from .types import (BOOL, BYTE, F32, FLOAT, INT, STATIC, UNIT, Adt, BoxT, Cap, FnT, Handle, LabelT,
+from .types import (BOOL, BYTE, CINT, F32, FLOAT, INT, STATIC, UNIT, Adt, BoxT, Cap, FnT, Handle, LabelT,
                     Param, Prim, Ref, Region, Slice, Tuple, Type, Var, fresh_id, regions_in)
 
 
@@ -646,7 +646,10 @@ class BodyChecker(AggregateChecks):
                     raise Poisoned()
                 if item.sig.tparams:
                     self.fail("no-function-values", f"`{e.name}` is generic, so it cannot be used as a value", e.span)
-                self.unsupported("function values", e.span)
+                e.info = ("fnvalue", item)
+                self.out.callees.append(item)
+                sig = item.sig
+                return FnT(tuple(t for _, t in sig.params), sig.row, sig.ret)
             if item.kind == "extern":
                 self.fail("no-function-values", f"`{e.name}` is a foreign function, so it cannot be used as a value", e.span)
             if item.kind == "static":
@@ -757,8 +760,9 @@ class BodyChecker(AggregateChecks):
         if isinstance(callee, ast.Name):
             loc = self.lookup_local(callee.name)
             if loc is not None:
-                if isinstance(loc.ty, FnT):
-                    self.unsupported("calls through function values", e.span)
+                ft = self.zonk(loc.ty)
+                if isinstance(ft, FnT):
+                    return self.call_value(e, loc, ft)
                 self.fail("not-a-function", f"`{callee.name}` is a local binding, not a function", callee.span)
             item = self.module.items.get(callee.name)
             if item is not None:
@@ -783,6 +787,17 @@ class BodyChecker(AggregateChecks):
         t = self.expr(callee)
         self.fail("not-a-function", f"a value of type `{t}` cannot be called", callee.span)
 
+    def call_value(self, e: ast.Call, loc: Local, ft: FnT) -> Type:
+        """A call through a local of function type: performs exactly the row of the type."""
+        self.expr(e.callee)
+        if len(e.args) != len(ft.params):
+            self.fail("arity-mismatch", f"`{loc.name}` takes {len(ft.params)} argument(s), found {len(e.args)}", e.span)
+        for a, p in zip(e.args, ft.params):
+            self.bind(p, self.expr(a), {}, {}, set(), a.span)
+        e.info = CallTarget("indirect", loc.name)
+        self.out.performed |= set(ft.row)
+        return ft.ret
+
     def call_item(self, e: ast.Call, item: ItemRef) -> Type:
         if item.kind not in ("fn", "extern"):
             self.fail("not-a-function", f"`{item.name}` is a {item.kind}, not a function", e.callee.span)
@@ -790,6 +805,8 @@ class BodyChecker(AggregateChecks):
             raise Poisoned()
         sig: FnSig = item.sig
         ret, subst = self.call_sig(sig, e)
+        if ret == CINT:
+            ret = INT  # a C `int` result is an `int` to the program
         e.info = CallTarget(item.kind, item.name, item, sig, subst)
         self.out.performed |= set(sig.row)
         self.out.callees.append(item)

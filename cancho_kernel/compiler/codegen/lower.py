@@ -83,6 +83,13 @@ class ModuleLowering:
         self.rt.entry_wrapper(main)
         return str(self.module)
 
+    def foreign(self, name: str, fnty: ir.FunctionType) -> ir.Function:
+        """The declaration of a C symbol named by an `extern fn` (one per program)."""
+        f = self.module.globals.get(name)
+        if f is None:
+            f = ir.Function(self.module, fnty, name=name)
+        return f
+
     def instance(self, key: str, tsub: dict) -> ir.Function:
         """The LLVM function for one instantiation of a cancho function (monomorphisation):
         declared on first request and queued for lowering."""
@@ -307,6 +314,8 @@ class FnLowering(AggregateLowering, BuiltinLowering):
         if isinstance(e, ast.StrLit):
             return self.ml.string(e.value)
         if isinstance(e, ast.Name):
+            if isinstance(e.info, tuple) and e.info[0] == "fnvalue":
+                return self.ml.instance(e.info[1].key, {})
             slot = self.slot(e.info)
             return None if slot is None else b.load(slot, typ=self.lty(self.T(e.info.ty)))
         if isinstance(e, ast.Unary):
@@ -522,4 +531,46 @@ class FnLowering(AggregateLowering, BuiltinLowering):
             return self.b.call(f, [a for a in args if a is not None])
         if target.kind == "builtin":
             return self.builtin(target.name, e)
+        if target.kind == "indirect":
+            fp = self.expr(e.callee)
+            ft = self.T(e.callee.ty)
+            args = [self.expr(a) for a in e.args]
+            params = [self.lty(p) for p in ft.params]
+            ret = self.lty(ft.ret)
+            fnty = ir.FunctionType(ret if ret is not None else I64, [p for p in params if p is not None])
+            # A typed view of the pointer so llvmlite knows the callee's function type.
+            callee = ir.instructions.CastInstr(self.b.block, "bitcast", fp, fnty.as_pointer())
+            self.b._insert(callee)
+            return self.b.call(callee, [a for a in args if a is not None])
+        if target.kind == "extern":
+            return self.foreign_call(target, e)
         raise NotImplementedError(f"calls of kind {target.kind} are not supported yet by cancho-kernel's code generator")
+
+    def foreign_call(self, target: CallTarget, e: ast.Call) -> ir.Value:
+        """A C call: capabilities dropped, a byte slice as (pointer, length), `bool` as i8,
+        `c_int` read as i32 and sign-extended (runtime.md §6)."""
+        from ..check.types import CINT
+        cargs, ctypes_ = [], []
+        for a in e.args:
+            v = self.expr(a)
+            t = self.T(a.ty)
+            if v is None:
+                continue
+            if isinstance(t, Ref) and isinstance(t.target, Slice):
+                cargs += [self.b.extract_value(v, 0), self.b.extract_value(v, 1)]
+                ctypes_ += [PTR, I64]
+            elif t == BOOL:
+                cargs.append(self.b.zext(v, I8))
+                ctypes_.append(I8)
+            else:
+                cargs.append(v)
+                ctypes_.append(v.type)
+        ret_t = target.sig.ret
+        cret = I32 if ret_t == CINT else (I8 if ret_t == BOOL else self.lty(ret_t))
+        f = self.ml.foreign(target.item.name, ir.FunctionType(cret, ctypes_))
+        r = self.b.call(f, cargs)
+        if ret_t == CINT:
+            return self.b.sext(r, I64)
+        if ret_t == BOOL:
+            return self.b.icmp_unsigned("!=", r, ir.Constant(I8, 0))
+        return r
