@@ -91,6 +91,7 @@ class BodyChecker(AggregateChecks):
         self.edition = item.edition
         self.types = types
         self.subst: dict[int, Type] = {}
+        self.defers: list[list[list]] = []  # per open block: the event lists of its defers
         self.typed: list[ast.Expr] = []
         self.all_locals: list[Local] = []
         self.scopes: list[dict[str, Local]] = [{}]
@@ -338,8 +339,15 @@ class BodyChecker(AggregateChecks):
                 e.info.subst = {k: self.zonk(v) if isinstance(v, Type) else v for k, v in e.info.subst.items()}
 
     def block_stmts(self, block: ast.Block) -> None:
-        for s in block.stmts:
-            self.stmt(s)
+        """A block's statements; its `defer`s run (as events) when control falls off its end."""
+        self.defers.append([])
+        try:
+            for s in block.stmts:
+                self.stmt(s)
+            for evs in reversed(self.defers[-1]):
+                self.ev.extend(evs)
+        finally:
+            self.defers.pop()
 
     def scoped_block(self, block: ast.Block, extra: Optional[Callable[[], None]] = None,
                      region: Optional[tuple[str, Region]] = None) -> list:
@@ -401,6 +409,10 @@ class BodyChecker(AggregateChecks):
                               f"this returns `{t}`, a reference into `{r.name}`, which ends before the function returns",
                               s.value.span)
             self.coerce(t, self.sig.ret, s.value.span)
+            # The value is evaluated first, then every enclosing block's defers, innermost first.
+            for frame in reversed(self.defers):
+                for evs in reversed(frame):
+                    self.ev.extend(evs)
             self.emit(L.Return(s.span))
         elif isinstance(s, ast.Borrow):
             self.borrow(s)
@@ -417,7 +429,11 @@ class BodyChecker(AggregateChecks):
         elif isinstance(s, ast.Match):
             self.match_stmt(s)
         elif isinstance(s, ast.Defer):
-            self.unsupported("`defer`", s.span)
+            def deferred():
+                t = self.expr(s.expr)
+                self.emit(L.Discard(t, s.span))
+            evs, _ = self.sub_events(deferred)
+            self.defers[-1].append(evs)
         else:
             self.fail("internal", f"unexpected statement {type(s).__name__}", s.span)
 

@@ -139,6 +139,7 @@ class FnLowering(AggregateLowering, BuiltinLowering):
         self.arenas: list[tuple[ir.Value, ir.Value]] = []  # (base slot, bump slot), innermost last
         self.arena_regions: list = []  # the checker's Region of each open arena, parallel to arenas
         self._trap: Optional[ir.Block] = None
+        self.frames: list[dict] = []  # open blocks, innermost last: their defers and arenas
 
     # ------------------------------------------------------------ plumbing
 
@@ -191,10 +192,24 @@ class FnLowering(AggregateLowering, BuiltinLowering):
 
     # ------------------------------------------------------------ statements
 
-    def block(self, block: ast.Block) -> None:
+    def block(self, block: ast.Block, arena: Optional[tuple] = None) -> None:
+        """Lower a block. Its frame holds its `defer`s and, for a `region` body, its arena; both
+        are unwound when control falls off the end (and by `return`, for every open frame)."""
+        frame = {"defers": [], "arena": arena}
+        self.frames.append(frame)
         for s in block.stmts:
             self.fresh_if_terminated()
             self.stmt(s)
+        self.frames.pop()
+        if not self.b.block.is_terminated:
+            self.unwind(frame)
+
+    def unwind(self, frame: dict) -> None:
+        for d in reversed(frame["defers"]):
+            self.fresh_if_terminated()
+            self.expr(d)
+        if frame["arena"] is not None:
+            self.rt.free(self.b, self.b.load(frame["arena"][0], typ=PTR))
 
     def stmt(self, s: ast.Stmt) -> None:
         b = self.b
@@ -230,9 +245,14 @@ class FnLowering(AggregateLowering, BuiltinLowering):
             self.b.position_at_end(end_bb)
         elif isinstance(s, ast.Return):
             v = self.expr(s.value)
-            for base, _ in reversed(self.arenas):
-                self.rt.free(self.b, self.b.load(base, typ=PTR))
+            saved = list(self.frames)
+            for frame in reversed(saved):
+                self.frames = saved[:saved.index(frame)]
+                self.unwind(frame)
+            self.frames = saved
             self.b.ret(v if v is not None else ir.Constant(I64, 0))
+        elif isinstance(s, ast.Defer):
+            self.frames[-1]["defers"].append(s.expr)
         elif isinstance(s, ast.Borrow):
             target, ref = self.fn.bindings[id(s)]
             slot = self.slot(ref)
@@ -249,11 +269,9 @@ class FnLowering(AggregateLowering, BuiltinLowering):
             self.b.store(base, bump_slot)
             self.arenas.append((base_slot, bump_slot))
             self.arena_regions.append(self.fn.regions[id(s)])
-            self.block(s.body)
+            self.block(s.body, arena=(base_slot, bump_slot))
             self.arenas.pop()
             self.arena_regions.pop()
-            if not self.b.block.is_terminated:
-                self.rt.free(self.b, self.b.load(base_slot, typ=PTR))
         else:
             raise NotImplementedError(f"{type(s).__name__} is not supported yet by cancho-kernel's code generator")
 
