@@ -294,11 +294,41 @@ class BodyChecker(AggregateChecks):
             for f, a in zip(formal.args, actual.args):
                 self.bind(f, a, tsub, rsub, callee_regions, span, top=False)
             return
-        if isinstance(formal, FnT) and isinstance(actual, FnT) and self.same(formal, actual):
+        if isinstance(formal, FnT) and isinstance(actual, FnT) and self.fn_types_match(formal, actual):
             return
         if formal == actual:
             return
         self.mismatch(self.show(formal, tsub, rsub), actual, span)
+
+    def foreign_regions(self, t: Type) -> set:
+        """Parameter regions in t that belong to another function (a region-polymorphic function
+        used as a value): each use may instantiate them."""
+        own = {r.uid for r in self.sig.regions.values()}
+        return {r.uid for r in regions_in(t) if r.kind == "param" and r.uid not in own}
+
+    def fn_types_match(self, formal: FnT, actual: FnT) -> bool:
+        """Function types agree up to renaming the actual's foreign region parameters."""
+        free = self.foreign_regions(actual)
+        mapping: dict[int, object] = {}
+
+        def eq(f: Type, a: Type) -> bool:
+            f, a = self.zonk(f), self.zonk(a)
+            if isinstance(f, Ref) and isinstance(a, Ref):
+                if f.unique != a.unique:
+                    return False
+                if a.region.uid in free:
+                    got = mapping.setdefault(a.region.uid, f.region)
+                    if got is not f.region:
+                        return False
+                elif a.region is not f.region:
+                    return False
+                return eq(f.target, a.target)
+            if isinstance(f, FnT) and isinstance(a, FnT):
+                return (len(f.params) == len(a.params) and f.row == a.row
+                        and all(eq(x, y) for x, y in zip(f.params, a.params)) and eq(f.ret, a.ret))
+            return f == a
+
+        return eq(formal, actual)
 
     def show(self, t: Type, tsub: dict, rsub: dict) -> Type:
         from .types import substitute
@@ -808,8 +838,10 @@ class BodyChecker(AggregateChecks):
         self.expr(e.callee)
         if len(e.args) != len(ft.params):
             self.fail("arity-mismatch", f"`{loc.name}` takes {len(ft.params)} argument(s), found {len(e.args)}", e.span)
+        free = self.foreign_regions(ft)
+        rsub: dict = {}
         for a, p in zip(e.args, ft.params):
-            self.bind(p, self.expr(a), {}, {}, set(), a.span)
+            self.bind(p, self.expr(a), {}, rsub, free, a.span)
         e.info = CallTarget("indirect", loc.name)
         self.out.performed |= set(ft.row)
         return ft.ret
