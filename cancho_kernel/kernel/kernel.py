@@ -95,6 +95,13 @@ class CanchoKernel(Kernel):
         self._history: list[tuple[int, int, str, str | None]] = []
         self._setup_comms()
 
+    @property
+    def kernel_info(self):
+        info = super().kernel_info
+        # ipykernel advertises its debugger when debugpy is installed; this kernel has none.
+        info["supported_features"] = [f for f in info.get("supported_features", []) if f != "debugger"]
+        return info
+
     # -- comms (ipywidgets, kernel.md §3.9) ----------------------------------------------------
 
     def _setup_comms(self) -> None:

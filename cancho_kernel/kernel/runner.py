@@ -102,6 +102,7 @@ class Runner:
         """Run in a helper thread and wait; an interrupt (KeyboardInterrupt in this thread)
         cancels the run. Returns (result, failure, interrupted)."""
         cancel = threading.Event()
+        done = threading.Event()
         box: dict = {}
 
         def target() -> None:
@@ -111,13 +112,17 @@ class Runner:
                 box["failed"] = e
             except BaseException as e:  # never let a helper thread die silently
                 box["failed"] = RunFailed("internal", f"{type(e).__name__}: {e}")
+            finally:
+                done.set()
 
         t = threading.Thread(target=target, name="cancho-run", daemon=True)
         t.start()
         interrupted = False
-        while t.is_alive():
+        # Wait on an Event, not Thread.join: a KeyboardInterrupt inside join() can leave the
+        # thread looking finished while it still runs (CPython < 3.13).
+        while not done.is_set():
             try:
-                t.join(0.05)
+                done.wait(0.05)
             except KeyboardInterrupt:
                 interrupted = True
                 cancel.set()
