@@ -346,7 +346,7 @@ class BodyChecker(AggregateChecks):
     # ------------------------------------------------------------ entry
 
     def check(self, decl: ast.FnDecl) -> CheckedFn:
-        for (name, ty), p in zip(self.sig.params, decl.params):
+        for (name, ty), p in zip(self.sig.params, getattr(decl, "params", [])):
             loc = self.declare(name, ty, False, p.name.span, "param")
             self.out.params.append(loc)
         body_events, _ = self.sub_events(lambda: self.block_stmts(decl.body))
@@ -665,6 +665,8 @@ class BodyChecker(AggregateChecks):
         self.fail("internal", f"unexpected expression {type(e).__name__}", e.span)
 
     def arena(self, ident: ast.Ident) -> Region:
+        if ident.name == "static" and self.sig.kind == "static":
+            return STATIC
         if ident.name == "static":
             self.fail("static-item", "`alloc_slice[static]` and `alloc[static]` are only legal inside a `static` item's body",
                       ident.span)
@@ -699,11 +701,23 @@ class BodyChecker(AggregateChecks):
             if item.kind == "extern":
                 self.fail("no-function-values", f"`{e.name}` is a foreign function, so it cannot be used as a value", e.span)
             if item.kind == "static":
-                self.unsupported("statics", e.span)
+                return self.static_ref(e, item)
             self.fail("type-mismatch", f"`{e.name}` is a type, not a value", e.span)
         if B.builtin_visible(e.name, self.edition):
             self.fail("no-function-values", f"`{e.name}` is a builtin, so it cannot be used as a value", e.span)
         self.fail("unknown-name", f"`{e.name}` is not in scope", e.span)
+
+    def static_ref(self, e: ast.Name, item: ItemRef) -> Type:
+        """A static's name is a `&static [T]`. Inside a static, only earlier statics are known."""
+        if item.sig is None:
+            raise Poisoned()
+        if self.sig.kind == "static":
+            order = list(self.module.items)
+            if item.key == self.item.key or order.index(item.name) > order.index(self.item.name):
+                self.fail("static-item", f"`{item.name}` is declared after `{self.item.name}`; a static reads only earlier statics",
+                          e.span)
+        e.info = ("static", item)
+        return item.sig.ret
 
     def unary(self, e: ast.Unary) -> Type:
         if e.op == "*":

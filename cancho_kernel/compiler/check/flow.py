@@ -64,7 +64,7 @@ def unreachable(block: ast.Block) -> Optional[Diagnostic]:
     return None
 
 
-def check_flow(fn: ast.FnDecl) -> Optional[Diagnostic]:
+def check_flow(fn) -> Optional[Diagnostic]:
     d = unreachable(fn.body)
     if d is not None:
         return d

@@ -33,6 +33,7 @@ class CheckedProgram:
     types: TypeTable = field(default_factory=TypeTable)
     fns: dict[str, CheckedFn] = field(default_factory=dict)
     externs: dict[str, ItemRef] = field(default_factory=dict)
+    statics: dict = field(default_factory=dict)  # key -> evaluate.SliceV
     main: Optional[str] = None
 
     def reachable(self) -> list[str]:
@@ -121,7 +122,7 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
                     check_extern(it)
                     prog.externs[it.key] = it
             elif it.kind == "static":
-                raise Refusal("internal", "`static` items are not supported yet by cancho-kernel", it.decl.name.span)
+                it.sig = static_signature(it, modules)
         except Refusal as r:
             diags.append(r.diagnostic)
             it.sig = None
@@ -131,12 +132,44 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
         diags.extend(check_main(modules, hint, prog))
 
     for it in items:
-        if it.kind != "fn" or it.sig is None:
+        if it.kind not in ("fn", "static") or it.sig is None:
             continue
         d = check_fn(it, modules, prog)
         if d is not None:
             diags.append(d)
+    if not diags:
+        diags.extend(evaluate_statics(items, prog))
     return diags, (prog if not diags else None)
+
+
+def static_signature(it: ItemRef, modules: dict[str, ModuleScope]) -> FnSig:
+    """A static is checked as a parameterless, row-less body returning `&static [T]`."""
+    from .signatures import TypeResolver
+    from .types import BYTE, FLOAT, STATIC
+    d = it.decl
+    if not isinstance(d.ty, ast.SliceType):
+        raise Refusal("static-item", f"a static is a slice of scalars, written `[int]`, `[byte]`, `[bool]` or `[float]`",
+                      d.ty.span)
+    elem = TypeResolver(modules, it.module, it.edition, {}, {}).resolve(d.ty.elem)
+    if elem not in (INT, BOOL, BYTE, FLOAT):
+        raise Refusal("static-item", f"a static holds `int`, `bool`, `byte` or `float` elements, not `{elem}`", d.ty.span)
+    return FnSig(it.name, it.key, {}, [], {}, [], frozenset(), Ref(STATIC, False, Slice(elem)), "static", d)
+
+
+def evaluate_statics(items: list[ItemRef], prog: CheckedProgram) -> list[Diagnostic]:
+    """Run every static's body at compile time, in declaration order."""
+    from .evaluate import Evaluator
+    ev = Evaluator(prog.fns, prog.statics)
+    for it in items:
+        if it.kind != "static":
+            continue
+        try:
+            prog.statics[it.key] = ev.run_static(prog.fns[it.key])
+        except Refusal as r:
+            return [r.diagnostic]
+        except RecursionError:
+            return [Diagnostic("static-item", f"evaluating `{it.name}` recursed too deeply", it.decl.name.span)]
+    return []
 
 
 def check_main(modules: dict[str, ModuleScope], hint: Optional[str], prog: CheckedProgram) -> list[Diagnostic]:
@@ -205,6 +238,9 @@ def check_fn(it: ItemRef, modules: dict[str, ModuleScope], prog: CheckedProgram)
         return r.diagnostic
     except Poisoned:
         return None
+    if it.kind == "static" and checked.performed:
+        label = sorted(checked.performed, key=lambda l: (l.name, l.arg or ""))[0]
+        return Diagnostic("static-item", f"a static performs nothing, but `{it.name}` performs `{label}`", decl.name.span)
     d = check_flow(decl)
     if d is not None:
         return d

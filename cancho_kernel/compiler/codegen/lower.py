@@ -83,6 +83,22 @@ class ModuleLowering:
         self.rt.entry_wrapper(main)
         return str(self.module)
 
+    def static(self, item) -> ir.Value:
+        """A static's value: `@lexs_static_<name>`, its compile-time bytes; (ptr, count)."""
+        from ..check.evaluate import encode
+        value = self.prog.statics[item.key]
+        name = "lexs_static_" + (item.module + "." if item.module else "") + item.name
+        g = self.module.globals.get(name)
+        if g is None:
+            data = encode(value) or b"\0"
+            arr = ir.ArrayType(I8, len(data))
+            g = ir.GlobalVariable(self.module, arr, name=name)
+            g.linkage = "private"
+            g.global_constant = True
+            g.unnamed_addr = True
+            g.initializer = ir.Constant(arr, bytearray(data))
+        return ir.Constant.literal_struct([g, ir.Constant(I64, value.length)])
+
     def foreign(self, name: str, fnty: ir.FunctionType) -> ir.Function:
         """The declaration of a C symbol named by an `extern fn` (one per program)."""
         f = self.module.globals.get(name)
@@ -334,6 +350,8 @@ class FnLowering(AggregateLowering, BuiltinLowering):
         if isinstance(e, ast.Name):
             if isinstance(e.info, tuple) and e.info[0] == "fnvalue":
                 return self.ml.instance(e.info[1].key, {})
+            if isinstance(e.info, tuple) and e.info[0] == "static":
+                return self.ml.static(e.info[1])
             slot = self.slot(e.info)
             return None if slot is None else b.load(slot, typ=self.lty(self.T(e.info.ty)))
         if isinstance(e, ast.Unary):

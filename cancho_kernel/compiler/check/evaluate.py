@@ -1,0 +1,352 @@
+"""Compile-time evaluation of `static` items: an interpreter over the checked AST.
+
+It uses the run-time semantics (consteval.py's arithmetic, bounds checks, the 64 KiB arena), so a
+static's value is exactly what the program would compute; a trap or running out of fuel is a
+compile-time refusal (`static-item`), never a run-time fallback (runtime.md §5.4).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from dataclasses import dataclass
+from typing import Optional
+
+from .. import ast
+from ..diagnostics import Refusal
+from .body import CallTarget, CheckedFn, Local
+from .consteval import Trap, int_binary, int_neg, wrap
+from .types import BOOL, BYTE, FLOAT, INT, Ref, Slice, Tuple, Type
+
+FUEL = 20_000_000
+ARENA = 65536
+
+
+@dataclass
+class SliceV:
+    """A slice value: a window onto a Python list."""
+
+    store: list
+    start: int
+    length: int
+    elem: Type
+
+    def items(self) -> list:
+        return self.store[self.start:self.start + self.length]
+
+
+@dataclass
+class Cell:
+    """A reference to a binding (from `borrow`): reads and writes go to the binding's frame."""
+
+    frame: dict
+    key: int
+
+
+class _Return(Exception):
+    def __init__(self, value):
+        self.value = value
+
+
+def stride(t: Type) -> int:
+    return 1 if t == BYTE else 8
+
+
+class Evaluator:
+    """Evaluates static bodies and the pure functions they call."""
+
+    def __init__(self, fns: dict[str, CheckedFn], statics: dict[str, "SliceV"]):
+        self.fns = fns
+        self.statics = statics
+        self.fuel = FUEL
+        self.frames: list[dict] = []
+        self.arenas: list[list[int]] = []
+
+    def tick(self, span) -> None:
+        self.fuel -= 1
+        if self.fuel <= 0:
+            raise Refusal("static-item", "evaluating this static ran out of fuel (it takes too long to compute)", span)
+
+    # ------------------------------------------------------------ entry
+
+    def run_static(self, checked: CheckedFn) -> SliceV:
+        try:
+            return self.call_fn(checked, [])
+        except Trap as t:
+            raise Refusal("static-item", f"evaluating `{checked.item.name}` traps: {t}", checked.item.decl.name.span)
+
+    def call_fn(self, fn: CheckedFn, args: list):
+        frame: dict = {}
+        for loc, v in zip(fn.params, args):
+            frame[loc.uid] = v
+        self.frames.append(frame)
+        try:
+            self.block(fn.item.decl.body, fn)
+        except _Return as r:
+            return r.value
+        finally:
+            self.frames.pop()
+        raise Trap("the function ended without returning")
+
+    # ------------------------------------------------------------ statements
+
+    def block(self, block: ast.Block, fn: CheckedFn) -> None:
+        defers: list[ast.Expr] = []
+        try:
+            for s in block.stmts:
+                self.stmt(s, fn, defers)
+        finally:
+            for d in reversed(defers):
+                self.expr(d, fn)
+
+    def set_local(self, loc: Local, v) -> None:
+        self.frames[-1][loc.uid] = v
+
+    def stmt(self, s: ast.Stmt, fn: CheckedFn, defers: list) -> None:
+        self.tick(s.span)
+        if isinstance(s, ast.Let):
+            self.set_local(fn.bindings[id(s)], self.expr(s.value, fn))
+        elif isinstance(s, (ast.LetTuple, ast.LetStruct)):
+            v = self.expr(s.value, fn)
+            locs = fn.bindings[id(s)]
+            if isinstance(s, ast.LetTuple):
+                for loc, part in zip(locs, v):
+                    self.set_local(loc, part)
+            else:
+                names = v[1]
+                for loc in locs:
+                    self.set_local(loc, v[0][names.index(loc.name)])
+        elif isinstance(s, ast.Assign):
+            self.assign(s, fn)
+        elif isinstance(s, ast.ExprStmt):
+            self.expr(s.expr, fn)
+        elif isinstance(s, ast.If):
+            if self.expr(s.cond, fn):
+                self.block(s.then, fn)
+            elif isinstance(s.else_, ast.If):
+                self.stmt(s.else_, fn, defers)
+            elif s.else_ is not None:
+                self.block(s.else_, fn)
+        elif isinstance(s, ast.While):
+            while self.expr(s.cond, fn):
+                self.tick(s.span)
+                self.block(s.body, fn)
+        elif isinstance(s, ast.Return):
+            v = self.expr(s.value, fn)
+            raise _Return(v)
+        elif isinstance(s, ast.Defer):
+            defers.append(s.expr)
+        elif isinstance(s, ast.Borrow):
+            target, ref = fn.bindings[id(s)]
+            self.set_local(ref, Cell(self.frames[-1], target.uid))
+            self.block(s.body, fn)
+        elif isinstance(s, ast.RegionStmt):
+            self.arenas.append([0])
+            try:
+                self.block(s.body, fn)
+            finally:
+                self.arenas.pop()
+        elif isinstance(s, ast.Match):
+            self.match(s, fn)
+        else:
+            raise Refusal("static-item", f"a static cannot evaluate `{type(s).__name__}`", s.span)
+
+    def assign(self, s: ast.Assign, fn: CheckedFn) -> None:
+        v = self.expr(s.value, fn)
+        t = s.target
+        if isinstance(t, ast.Name):
+            self.set_local(t.info, v)
+        elif isinstance(t, ast.Index):
+            sl = self.expr(t.base, fn)
+            i = self.expr(t.index, fn)
+            if not 0 <= i < sl.length:
+                raise Trap(f"index {i} is out of range for a slice of length {sl.length}")
+            sl.store[sl.start + i] = v
+        elif isinstance(t, ast.Unary) and t.op == "*":
+            c = self.expr(t.operand, fn)
+            c.frame[c.key] = v
+        else:
+            raise Refusal("static-item", "a static cannot evaluate this assignment", s.span)
+
+    def match(self, s: ast.Match, fn: CheckedFn) -> None:
+        v = self.expr(s.scrutinee, fn)
+        if isinstance(v, Cell):
+            v = v.frame[v.key]
+        tag, payload = v
+        for arm in s.arms:
+            pat = arm.pattern
+            if isinstance(pat, ast.VariantPattern) and pat.variant.name != tag:
+                continue
+            for i, loc in fn.bindings[id(arm)]:
+                self.set_local(loc, payload[i])
+            self.block(arm.body, fn)
+            return
+
+    # ------------------------------------------------------------ expressions
+
+    def expr(self, e: ast.Expr, fn: CheckedFn):
+        self.tick(e.span)
+        if isinstance(e, (ast.IntLit, ast.BoolLit)):
+            return e.value
+        if isinstance(e, ast.FloatLit):
+            return struct.unpack("<d", struct.pack("<Q", e.bits))[0]
+        if isinstance(e, ast.StrLit):
+            return SliceV(list(e.value), 0, len(e.value), BYTE)
+        if isinstance(e, ast.Name):
+            if isinstance(e.info, tuple) and e.info[0] == "static":
+                return self.statics[e.info[1].key]
+            if isinstance(e.info, tuple):
+                raise Refusal("static-item", "a static cannot use function values", e.span)
+            return self.frames[-1][e.info.uid]
+        if isinstance(e, ast.Unary):
+            v = self.expr(e.operand, fn)
+            if e.op == "-":
+                return int_neg(v) if e.ty == INT else -v
+            if e.op == "!":
+                return not v
+            if e.op == "~":
+                return ~v
+            return v.frame[v.key]
+        if isinstance(e, ast.Binary):
+            return self.binary(e, fn)
+        if isinstance(e, ast.Call):
+            return self.call(e, fn)
+        if isinstance(e, ast.Index):
+            sl = self.expr(e.base, fn)
+            i = self.expr(e.index, fn)
+            if not 0 <= i < sl.length:
+                raise Trap(f"index {i} is out of range for a slice of length {sl.length}")
+            return sl.store[sl.start + i]
+        if isinstance(e, ast.SliceExpr):
+            sl = self.expr(e.base, fn)
+            lo, hi = self.expr(e.lo, fn), self.expr(e.hi, fn)
+            if not 0 <= lo <= hi <= sl.length:
+                raise Trap(f"the range {lo}..{hi} does not fit a slice of length {sl.length}")
+            return SliceV(sl.store, sl.start + lo, hi - lo, sl.elem)
+        if isinstance(e, ast.AllocSlice):
+            n = self.expr(e.count, fn)
+            fill = self.expr(e.fill, fn)
+            elem = e.ty.target.elem
+            if n < 0:
+                raise Trap(f"`alloc_slice` of {n} elements")
+            if e.region.name != "static":
+                arena = self.arenas[-1] if self.arenas else [0]
+                arena[0] += n * stride(elem)
+                if arena[0] > ARENA:
+                    raise Trap("the 64 KiB arena is exhausted")
+            return SliceV([fill] * n, 0, n, elem)
+        if isinstance(e, ast.TupleExpr):
+            return tuple(self.expr(p, fn) for p in e.parts)
+        if isinstance(e, ast.StructLit):
+            return ([self.expr(f.value, fn) for f in e.fields], [f.name.name for f in e.fields])
+        if isinstance(e, ast.VariantExpr):
+            return (e.variant.name, tuple(self.expr(a, fn) for a in (e.args or [])))
+        if isinstance(e, (ast.FieldAccess, ast.TupleIndex)):
+            v = self.expr(e.base, fn)
+            if isinstance(v, Cell):
+                v = v.frame[v.key]
+            mode, idx = e.info
+            return v[idx] if isinstance(v, tuple) else v[0][idx]
+        raise Refusal("static-item", f"a static cannot evaluate `{type(e).__name__}`", e.span)
+
+    def binary(self, e: ast.Binary, fn: CheckedFn):
+        if e.op == "&&":
+            return self.expr(e.left, fn) and self.expr(e.right, fn)
+        if e.op == "||":
+            return self.expr(e.left, fn) or self.expr(e.right, fn)
+        a, b = self.expr(e.left, fn), self.expr(e.right, fn)
+        t = e.left.ty
+        if t == INT:
+            return int_binary(e.op, a, b)
+        if t == FLOAT:
+            return float_binary(e.op, a, b)
+        if e.op == "==":
+            return a == b
+        if e.op == "!=":
+            return a != b
+        raise Refusal("static-item", f"a static cannot evaluate `{e.op}` on `{t}`", e.span)
+
+    def call(self, e: ast.Call, fn: CheckedFn):
+        target: CallTarget = e.info
+        args = [self.expr(a, fn) for a in e.args]
+        if target.kind == "fn":
+            callee = self.fns.get(target.item.key)
+            if callee is None or callee.sig.tparams:
+                raise Refusal("static-item", f"a static cannot call `{target.name}` here", e.span)
+            return self.call_fn(callee, args)
+        if target.kind == "builtin":
+            return builtin(target.name, args, e)
+        raise Refusal("static-item", f"a static cannot call `{target.name}`", e.span)
+
+
+def float_binary(op: str, a: float, b: float):
+    if op == "+":
+        return a + b
+    if op == "-":
+        return a - b
+    if op == "*":
+        return a * b
+    if op == "/":
+        if b == 0.0:
+            if a == 0.0 or math.isnan(a):
+                return math.nan
+            return math.copysign(math.inf, a) * math.copysign(1.0, b)
+        return a / b
+    return {"==": a == b, "!=": not (a == b), "<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b}[op]
+
+
+def builtin(name: str, args: list, e: ast.Call):
+    if name == "len":
+        return args[0].length
+    if name == "byte_of":
+        return _byte_of(args[0])
+    if name == "int_of":
+        return args[0]
+    if name == "wrapping_add":
+        return wrap(args[0] + args[1])
+    if name == "wrapping_sub":
+        return wrap(args[0] - args[1])
+    if name == "wrapping_mul":
+        return wrap(args[0] * args[1])
+    if name == "float_of":
+        return float(args[0])
+    if name == "truncate":
+        x = args[0]
+        if math.isnan(x) or x >= 2.0 ** 63 or x <= -(2.0 ** 63):
+            raise Trap(f"`truncate({x})` is out of range")
+        return int(x)
+    if name == "is_nan":
+        return math.isnan(args[0])
+    if name == "sqrt":
+        return math.sqrt(args[0]) if args[0] >= 0 else math.nan
+    if name == "bits_of":
+        x = args[0]
+        if math.isnan(x):
+            return 0x7FF8000000000000
+        return struct.unpack("<q", struct.pack("<d", x))[0]
+    if name == "trap":
+        raise Trap("`trap()` was called")
+    if name == "release":
+        return 0
+    raise Refusal("static-item", f"a static cannot call the builtin `{name}`", e.span)
+
+
+def _byte_of(n: int) -> int:
+    if not 0 <= n <= 255:
+        raise Trap(f"`byte_of({n})` is outside 0..255")
+    return n
+
+
+def encode(v: SliceV) -> bytes:
+    """A static's bytes as emitted: little-endian, stride 1 for byte and 8 otherwise."""
+    out = bytearray()
+    for x in v.items():
+        if v.elem == BYTE:
+            out.append(x)
+        elif v.elem == BOOL:
+            out += struct.pack("<q", 1 if x else 0)
+        elif v.elem == FLOAT:
+            out += struct.pack("<d", x)
+        else:
+            out += struct.pack("<q", x)
+    return bytes(out)
