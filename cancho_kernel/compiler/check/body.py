@@ -75,6 +75,13 @@ BITS = {"|", "^", "&", "<<", ">>"}
 LOGIC = {"&&", "||"}
 EQ_SCALARS = {INT, BOOL, BYTE, FLOAT, F32, Prim("c_ptr")}
 
+# Filesystem verbs checked at the call site: (label, third argument, result).
+FS_VERBS = {
+    "open_read": ("fs_read", None, Adt("::Opened", "Opened")),
+    "fs_read": ("fs_read", "unique", INT),
+    "fs_write": ("fs_write", "shared", INT),
+}
+
 
 def tstr(t: Type) -> str:
     return str(t)
@@ -905,6 +912,28 @@ class BodyChecker(AggregateChecks):
         subst.update({("R", k): v for k, v in rsub.items()})
         return ret, subst
 
+    def fs_call(self, e: ast.Call, name: str) -> Type:
+        """`open_read`/`fs_read`/`fs_write`: the label carries the capability's own prefix."""
+        label, third, ret = FS_VERBS[name]
+        want = 3 if third else 2
+        if len(e.args) != want:
+            self.fail("arity-mismatch", f"`{name}` takes {want} arguments, found {len(e.args)}", e.span)
+        ct = self.expr(e.args[0])
+        if not (isinstance(ct, Ref) and isinstance(self.zonk(ct.target), Cap) and self.zonk(ct.target).kind == "Fs"):
+            self.fail("type-mismatch", f"expected a borrowed `Fs(..)` capability, found `{ct}`", e.args[0].span)
+        prefix = self.zonk(ct.target).literal or ""
+        self.byte_slice(e.args[1], unique=False)
+        if third:
+            self.byte_slice(e.args[2], unique=(third == "unique"))
+        self.out.performed.add(LabelT(label, prefix))
+        e.info = CallTarget("builtin", name, subst={"prefix": prefix})
+        return ret
+
+    def byte_slice(self, a: ast.Expr, unique: bool) -> None:
+        t = self.expr(a)
+        if not (isinstance(t, Ref) and self.zonk(t.target) == Slice(BYTE)) or (unique and not t.unique):
+            self.fail("type-mismatch", f"expected `&{'!' if unique else ''}r [byte]`, found `{t}`", a.span)
+
     def narrow(self, e: ast.Call) -> Type:
         """`narrow(c, "lit", ...)`: consume an owned capability, give back a narrower one (or a
         tuple of pairwise-unrelated children for Fs/Exec)."""
@@ -976,6 +1005,8 @@ class BodyChecker(AggregateChecks):
             return Ref(t.region, t.unique, self.zonk(t.target).inner)
         if name == "narrow":
             return self.narrow(e)
+        if name in FS_VERBS:
+            return self.fs_call(e, name)
         sig = builtin_signature(name, self.edition)
         if sig is None:
             self.unsupported(f"the builtin `{name}`", callee.span)

@@ -94,6 +94,8 @@ SIGNATURES: dict[str, str] = {
     "unbox": "fn unbox[T, &x](h: &!x Heap, b: Box[T]) -> [heap] T",
     "box_slice": "fn box_slice[T: val, &x](h: &!x Heap, count: int, fill: T) -> [heap] Box[[T]]",
     "unbox_slice": "fn unbox_slice[T, &x](h: &!x Heap, b: Box[[T]]) -> [heap] int",
+    "file_read": "fn file_read[&x, &b](handle: &!x File, room: &!b [byte]) -> [file_read] Read",
+    "file_close": "fn file_close(file: File) -> [] int",
     "value_barrier": "fn value_barrier(x: int) -> [] int",
     "trailing_zeros": "fn trailing_zeros(x: int) -> [] int",
     "leading_zeros": "fn leading_zeros(x: int) -> [] int",

@@ -243,3 +243,137 @@ class BuiltinLowering:
         failed = b.or_(failed_flush, failed_before)
         return self.make_variant(self.T(e.ty), b.select(failed, ir.Constant(I64, 1), ir.Constant(I64, 0)),
                                  [b.select(failed, code, ir.Constant(I64, 0))])
+
+    # ------------------------------------------------------------ files (edition 1)
+
+    def c(self, name: str, args: list) -> ir.Value:
+        from .runtime import LIBC
+        return self.rt.call_c(self.b, name, LIBC[name], args)
+
+    def path_cstring(self, e: ast.Call, path: ir.Value) -> ir.Value:
+        """Check a path against the capability's prefix (ending there or continuing at `/`, and
+        no `..` anywhere: otherwise trap) and return a NUL-terminated malloc'd copy."""
+        b = self.b
+        prefix: str = e.info.subst["prefix"]
+        ptr, length = b.extract_value(path, 0), b.extract_value(path, 1)
+        dots = self.ml.string(b"..")
+        hit = self.c("memmem", [ptr, length, b.extract_value(dots, 0), ir.Constant(I64, 2)])
+        self.trap_if(b.icmp_unsigned("!=", hit, ir.Constant(PTR, None)))
+        if prefix:
+            data = prefix.encode()
+            plen = ir.Constant(I64, len(data))
+            self.trap_if(b.icmp_unsigned("<", length, plen))
+            lit = self.ml.string(data)
+            same = self.c("memcmp", [ptr, b.extract_value(lit, 0), plen])
+            self.trap_if(b.icmp_signed("!=", same, ir.Constant(I32, 0)))
+            if not prefix.endswith("/"):
+                # Either the path is exactly the prefix, or it continues at a `/`.
+                exact = b.icmp_unsigned("==", length, plen)
+                at = b.gep(ptr, [b.select(exact, ir.Constant(I64, 0), plen)], inbounds=False, source_etype=I8)
+                ch = b.load(at, typ=I8)
+                ok = b.or_(exact, b.icmp_unsigned("==", ch, ir.Constant(I8, ord("/"))))
+                self.trap_if(b.xor(ok, ir.Constant(I1, 1)))
+        buf = self._malloc_checked(b.add(length, ir.Constant(I64, 1)))
+        b.call(self.rt.libc("memmove"), [buf, ptr, length])
+        b.store(ir.Constant(I8, 0), b.gep(buf, [length], inbounds=True, source_etype=I8))
+        return buf
+
+    def open_path(self, e: ast.Call, path: ir.Value, flags: int) -> tuple[ir.Value, ir.Value]:
+        """openat(AT_FDCWD, path, flags | O_CLOEXEC, 0644) through the variadic declaration;
+        returns (fd as i64, errno as i64)."""
+        b = self.b
+        cpath = self.path_cstring(e, path)
+        fd = self.c("openat", [ir.Constant(I32, -100), cpath, ir.Constant(I32, flags | 0o2000000),
+                               ir.Constant(I32, 0o644)])
+        errno = b.sext(b.load(self.c("__errno_location", []), typ=I32), I64)
+        self.rt.free(b, cpath)
+        return b.sext(fd, I64), errno
+
+    def bi_open_read(self, e, args):
+        b = self.b
+        fd, errno = self.open_path(e, args[1], 0)
+        failed = b.icmp_signed("<", fd, ir.Constant(I64, 0))
+        return self.make_variant(self.T(e.ty), b.select(failed, ir.Constant(I64, 1), ir.Constant(I64, 0)),
+                                 [b.select(failed, errno, fd)])
+
+    def bi_file_read(self, e, args):
+        b = self.b
+        handle, buf = args
+        fd = b.load(handle, typ=I64)  # `&!x File`: the descriptor lives in the caller's binding
+        n = self.c("read", [fd, b.extract_value(buf, 0), b.extract_value(buf, 1)])
+        errno = b.sext(b.load(self.c("__errno_location", []), typ=I32), I64)
+        tag = b.select(b.icmp_signed(">", n, ir.Constant(I64, 0)), ir.Constant(I64, 0),
+                       b.select(b.icmp_signed("==", n, ir.Constant(I64, 0)), ir.Constant(I64, 1), ir.Constant(I64, 2)))
+        payload = b.select(b.icmp_signed("<", n, ir.Constant(I64, 0)), errno, n)
+        return self.make_variant(self.T(e.ty), tag, [payload])
+
+    def bi_file_close(self, e, args):
+        return self.b.sext(self.c("close", [args[0]]), I64)
+
+    def bi_fs_read(self, e, args):
+        """Read as much of the file as fits in `into`; the count, or -1."""
+        b = self.b
+        fd, _ = self.open_path(e, args[1], 0)
+        into = args[2]
+        result = self.alloca_builder.alloca(I64, name="fs_read.result")
+        b.store(ir.Constant(I64, -1), result)
+        opened = self.func.append_basic_block("fs_read.opened")
+        done = self.func.append_basic_block("fs_read.done")
+        b.cbranch(b.icmp_signed("<", fd, ir.Constant(I64, 0)), done, opened)
+        b.position_at_end(opened)
+        got = self.alloca_builder.alloca(I64, name="fs_read.got")
+        b.store(ir.Constant(I64, 0), got)
+        head = self.func.append_basic_block("fs_read.loop")
+        body = self.func.append_basic_block("fs_read.body")
+        close = self.func.append_basic_block("fs_read.close")
+        b.branch(head)
+        b.position_at_end(head)
+        have = b.load(got, typ=I64)
+        room = b.sub(b.extract_value(into, 1), have)
+        b.cbranch(b.icmp_signed(">", room, ir.Constant(I64, 0)), body, close)
+        b.position_at_end(body)
+        p = b.gep(b.extract_value(into, 0), [have], inbounds=True, source_etype=I8)
+        n = self.c("read", [fd, p, room])
+        stop = b.icmp_signed("<=", n, ir.Constant(I64, 0))
+        b.store(b.select(b.icmp_signed("<", n, ir.Constant(I64, 0)), ir.Constant(I64, -1), b.add(have, b.select(stop, ir.Constant(I64, 0), n))), got)
+        b.cbranch(stop, close, head)
+        b.position_at_end(close)
+        self.c("close", [fd])
+        b.store(b.load(got, typ=I64), result)
+        b.branch(done)
+        b.position_at_end(done)
+        return b.load(result, typ=I64)
+
+    def bi_fs_write(self, e, args):
+        """Create/truncate the file and write all of `bytes`; the count, or -1."""
+        b = self.b
+        fd, _ = self.open_path(e, args[1], 0o1 | 0o100 | 0o1000)
+        data = args[2]
+        result = self.alloca_builder.alloca(I64, name="fs_write.result")
+        b.store(ir.Constant(I64, -1), result)
+        opened = self.func.append_basic_block("fs_write.opened")
+        done = self.func.append_basic_block("fs_write.done")
+        b.cbranch(b.icmp_signed("<", fd, ir.Constant(I64, 0)), done, opened)
+        b.position_at_end(opened)
+        sent = self.alloca_builder.alloca(I64, name="fs_write.sent")
+        b.store(ir.Constant(I64, 0), sent)
+        head = self.func.append_basic_block("fs_write.loop")
+        body = self.func.append_basic_block("fs_write.body")
+        close = self.func.append_basic_block("fs_write.close")
+        b.branch(head)
+        b.position_at_end(head)
+        have = b.load(sent, typ=I64)
+        left = b.sub(b.extract_value(data, 1), have)
+        b.cbranch(b.icmp_signed(">", left, ir.Constant(I64, 0)), body, close)
+        b.position_at_end(body)
+        p = b.gep(b.extract_value(data, 0), [have], inbounds=True, source_etype=I8)
+        n = self.c("write", [fd, p, left])
+        bad = b.icmp_signed("<=", n, ir.Constant(I64, 0))
+        b.store(b.select(bad, ir.Constant(I64, -1), b.add(have, n)), sent)
+        b.cbranch(bad, close, head)
+        b.position_at_end(close)
+        self.c("close", [fd])
+        b.store(b.load(sent, typ=I64), result)
+        b.branch(done)
+        b.position_at_end(done)
+        return b.load(result, typ=I64)

@@ -99,13 +99,6 @@ class ModuleLowering:
             g.initializer = ir.Constant(arr, bytearray(data))
         return ir.Constant.literal_struct([g, ir.Constant(I64, value.length)])
 
-    def foreign(self, name: str, fnty: ir.FunctionType) -> ir.Function:
-        """The declaration of a C symbol named by an `extern fn` (one per program)."""
-        f = self.module.globals.get(name)
-        if f is None:
-            f = ir.Function(self.module, fnty, name=name)
-        return f
-
     def instance(self, key: str, tsub: dict) -> ir.Function:
         """The LLVM function for one instantiation of a cancho function (monomorphisation):
         declared on first request and queued for lowering."""
@@ -603,8 +596,7 @@ class FnLowering(AggregateLowering, BuiltinLowering):
                 ctypes_.append(v.type)
         ret_t = target.sig.ret
         cret = I32 if ret_t == CINT else (I8 if ret_t == BOOL else self.lty(ret_t))
-        f = self.ml.foreign(target.item.name, ir.FunctionType(cret, ctypes_))
-        r = self.b.call(f, cargs)
+        r = self.rt.call_c(self.b, target.item.name, ir.FunctionType(cret, ctypes_), cargs)
         if ret_t == CINT:
             return self.b.sext(r, I64)
         if ret_t == BOOL:

@@ -29,6 +29,12 @@ LIBC: dict[str, ir.FunctionType] = {
     "memchr": ir.FunctionType(PTR, [PTR, I32, I64]),
     "strlen": ir.FunctionType(I64, [PTR]),
     "__errno_location": ir.FunctionType(PTR, []),
+    "memcmp": ir.FunctionType(I32, [PTR, PTR, I64]),
+    "memmem": ir.FunctionType(PTR, [PTR, I64, PTR, I64]),
+    "openat": ir.FunctionType(I32, [I32, PTR, I32], var_arg=True),
+    "read": ir.FunctionType(I64, [I64, PTR, I64]),
+    "write": ir.FunctionType(I64, [I64, PTR, I64]),
+    "close": ir.FunctionType(I32, [I64]),
 }
 
 
@@ -60,6 +66,19 @@ class Runtime:
         if existing is not None:
             return existing
         return ir.Function(self.module, LIBC[name], name=name)
+
+    def call_c(self, b: ir.IRBuilder, name: str, fnty: ir.FunctionType, args: list) -> ir.Value:
+        """Call the C symbol `name` with the type this call site needs, even when the module
+        already declares it with another type (a user `extern fn write` next to the runtime's
+        own use of `write`): the call then goes through a typed view of the same symbol."""
+        f = self.module.globals.get(name)
+        if f is None:
+            f = ir.Function(self.module, fnty, name=name)
+        if f.function_type == fnty:
+            return b.call(f, args)
+        callee = ir.instructions.CastInstr(b.block, "bitcast", f, fnty.as_pointer())
+        b._insert(callee)
+        return b.call(callee, args)
 
     def stream(self, name: str) -> ir.GlobalVariable:
         """The C `stdout`/`stderr` FILE* variables (glibc names; `__stdoutp` on Darwin)."""
