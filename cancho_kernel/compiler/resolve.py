@@ -70,6 +70,12 @@ def build_modules(files: list[ast.File], diags: list[Diagnostic]) -> dict[str, M
             for item in f.items:
                 name = item.name.name
                 kind = ITEM_KIND[type(item)]
+                if kind == "extern" and builtin_visible(name, f.edition):
+                    diags.append(Diagnostic(
+                        "foreign-declaration",
+                        f"`{name}` is a builtin at edition {f.edition}; a foreign function cannot redeclare it",
+                        item.name.span))
+                    continue
                 if builtin_visible(name, f.edition) or prelude_type_visible(name, f.edition):
                     diags.append(Diagnostic(
                         "builtin-redeclared",
@@ -77,9 +83,15 @@ def build_modules(files: list[ast.File], diags: list[Diagnostic]) -> dict[str, M
                         item.name.span))
                     continue
                 if name in m.items:
-                    diags.append(Diagnostic(
-                        "duplicate-declaration",
-                        f"`{name}` is already declared in this module", item.name.span))
+                    if "extern" in (kind, m.items[name].kind):
+                        diags.append(Diagnostic(
+                            "foreign-declaration",
+                            f"`{name}` is already declared here; a foreign function's name is its linker symbol, "
+                            "so it cannot share it", item.name.span))
+                    else:
+                        diags.append(Diagnostic(
+                            "duplicate-declaration",
+                            f"`{name}` is already declared in this module", item.name.span))
                     continue
                 m.items[name] = ItemRef(kind, name, item, m.name, f)
     for m in modules.values():
