@@ -15,6 +15,7 @@ import time
 import traceback
 
 from ipykernel.kernelbase import Kernel
+from ipykernel._version import kernel_protocol_version
 
 from .. import __version__
 from . import completion, directives
@@ -97,10 +98,17 @@ class CanchoKernel(Kernel):
 
     @property
     def kernel_info(self):
-        info = super().kernel_info
-        # ipykernel advertises its debugger when debugpy is installed; this kernel has none.
-        info["supported_features"] = [f for f in info.get("supported_features", []) if f != "debugger"]
-        return info
+        # Not super().kernel_info: that imports debugpy (slow, and it prints warnings into
+        # terminals) to advertise ipykernel's debugger, which this kernel does not have.
+        return {
+            "protocol_version": kernel_protocol_version,
+            "implementation": self.implementation,
+            "implementation_version": self.implementation_version,
+            "language_info": self.language_info,
+            "banner": self.banner,
+            "help_links": self.help_links,
+            "supported_features": ["kernel subshells"] if self._supports_kernel_subshells else [],
+        }
 
     # -- comms (ipywidgets, kernel.md §3.9) ----------------------------------------------------
 

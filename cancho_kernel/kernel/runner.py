@@ -59,11 +59,19 @@ class Runner:
         self.worker_start_seconds: float | None = None
 
     def warm_up(self) -> None:
-        """Start the JIT worker in the background so the first cell does not wait for it."""
+        """In the background: start the JIT worker, load the compiler (a first compile imports and
+        prepares ~0.2 s of modules and tables) and initialise LLVM here for the `exe` backend, so
+        the first cell does not wait for any of it."""
         def start() -> None:
             try:
                 self.worker_start_seconds = self.worker.start()
             except Exception:  # reported by the first run that needs it
+                pass
+            try:
+                from .session import warm_compiler
+                warm_compiler()
+                native.ensure_initialised()
+            except Exception:
                 pass
         self._warm_thread = threading.Thread(target=start, name="cancho-jit-warmup", daemon=True)
         self._warm_thread.start()

@@ -22,6 +22,7 @@ Model (kernel.md §2.1):
 from __future__ import annotations
 
 import copy
+import threading
 from dataclasses import dataclass, field
 
 from ..compiler import api, ast
@@ -29,6 +30,16 @@ from ..compiler.diagnostics import Diagnostic
 from ..compiler.source import SourceFile, Span
 
 PLACEHOLDER_MAIN = "fn main(world: World) -> [] int {\n    release(world);\n    return 0;\n}\n"
+
+# One compile at a time in this process: the kernel's warm-up thread compiles too.
+_COMPILER_LOCK = threading.Lock()
+
+
+def warm_compiler() -> None:
+    """Check and lower a tiny program once, so the first cell finds the compiler loaded."""
+    s = Session()
+    s.process(SourceFile("<warm-up>", PLACEHOLDER_MAIN), compile=True)
+
 
 KIND_WORD = {ast.FnDecl: "fn", ast.ExternFn: "extern fn", ast.StructDecl: "struct",
              ast.EnumDecl: "enum", ast.StaticDecl: "static"}
@@ -131,6 +142,10 @@ class Session:
 
         Nothing is committed; call :meth:`commit` with the outcome when it is accepted.
         """
+        with _COMPILER_LOCK:
+            return self._process(source, compile, use_last_main)
+
+    def _process(self, source: SourceFile, compile: bool, use_last_main: bool) -> CellOutcome:
         cell, diags = api.parse_source(source)
         if diags or cell is None:
             return CellOutcome(source, list(diags))
