@@ -470,3 +470,28 @@ def test_widgets_comm_round_trip(kernel):
         reply = kc.get_shell_msg(timeout=10)
     assert comm_id in reply["content"]["comms"]
     assert_alive(kernel)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_memory_limit_is_applied_and_a_small_program_fits(kernel, backend):
+    cell = run(kernel, f"%%run --backend {backend} --memory 512M\n" + HELLO)
+    assert cell.status == "ok", cell.outputs
+    assert cell.stream("stdout") == "hello, world\n"
+
+
+def test_session_defaults_and_check(kernel):
+    shown = run(kernel, "%limits --timeout 0.3")
+    assert shown.status == "ok" and shown.shown.startswith("timeout 0.3 s")
+    try:
+        cell = run(kernel, LOOP)
+        assert cell.status == "error" and cell.error["ename"] == "timed-out"
+    finally:
+        assert run(kernel, "%limits --timeout 30").status == "ok"
+    checked = run(kernel, "%%check\n" + LOOP)
+    assert checked.status == "ok" and checked.shown.startswith("accepted: `main` was checked, not run")
+    assert run(kernel, "%backend exe").shown == "backend exe"
+    try:
+        cell = run(kernel, HELLO)
+        assert cell.of("execute_result")[0]["metadata"]["cancho"]["backend"] == "exe"
+    finally:
+        run(kernel, "%backend jit")
