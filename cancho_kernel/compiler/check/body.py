@@ -20,7 +20,7 @@ from .consteval import Trap, byte_of, int_binary, int_neg, wrap
 from .signatures import (FnSig, TypeResolver, builtin_signature, split_fields)
 from .aggregates import AggregateChecks
 from .typetable import TypeTable
-from .types import (BOOL, BYTE, CINT, F32, FLOAT, INT, STATIC, UNIT, Adt, BoxT, Cap, FnT, Handle, LabelT,
+from .types import (substitute, BOOL, BYTE, CINT, F32, FLOAT, INT, STATIC, UNIT, Adt, BoxT, Cap, FnT, Handle, LabelT,
                     Param, Prim, Ref, Region, Slice, Tuple, Type, Var, fresh_id, regions_in)
 
 
@@ -651,12 +651,15 @@ class BodyChecker(AggregateChecks):
                 self.fail("mode-bound-violated", f"an arena holds only val data; `{ft}` is res", e.fill.span)
             if ft == UNIT:
                 self.mismatch("a value", ft, e.fill.span)
-            if isinstance(ft, Ref) and isinstance(ft.target, Slice) or not isinstance(ft, Prim):
+            if isinstance(ft, Ref) and isinstance(ft.target, Slice):
                 self.unsupported(f"arena slices of `{ft}`", e.fill.span)
             return Ref(reg, True, Slice(ft))
         if isinstance(e, ast.Alloc):
-            self.arena(e.region)
-            self.unsupported("`alloc`", e.span)
+            reg = self.arena(e.region)
+            vt = self.expr(e.value)
+            if self.is_res(vt):
+                self.fail("mode-bound-violated", f"an arena holds only val data; `{vt}` is res", e.value.span)
+            return Ref(reg, True, vt)
         if isinstance(e, ast.QualifiedName):
             self.fail("not-a-function", f"`{e.qualifier.name}.{e.name.name}` can only be called", e.span)
         if isinstance(e, ast.TupleExpr):
@@ -888,9 +891,12 @@ class BodyChecker(AggregateChecks):
         tsub: dict = {}
         rsub: dict = {}
         callee_regions = {r.uid for r in sig.regions.values()}
+        # The callee's type parameters, renamed for this call (a recursive call must not mistake
+        # them for the caller's own).
+        fresh = {("T", n): Param(n, sig.key + "@call", p.bound_val) for n, p in sig.tparams.items()}
         for arg, (pname, pty) in zip(e.args, sig.params):
             at = self.expr(arg)
-            self.bind(pty, at, tsub, rsub, callee_regions, arg.span)
+            self.bind(substitute(pty, fresh), at, tsub, rsub, callee_regions, arg.span)
         for inner, outer in sig.where:
             ri, ro = rsub.get(inner.uid), rsub.get(outer.uid)
             if ri is not None and ro is not None and not self.outlives(ro, ri):
@@ -904,7 +910,7 @@ class BodyChecker(AggregateChecks):
                           e.span)
             if p.bound_val and self.is_res(tsub[name]):
                 self.fail("mode-bound-violated", f"`{sig.name}` needs `{name}: val`, but `{tsub[name]}` is res", e.span)
-        ret = self.show(sig.ret, tsub, rsub)
+        ret = self.show(substitute(sig.ret, fresh), tsub, rsub)
         for r in regions_in(ret):
             if r.kind == "param" and r.uid in callee_regions:
                 ret = self.show(ret, {}, {r.uid: STATIC})

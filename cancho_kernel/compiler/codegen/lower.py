@@ -370,6 +370,8 @@ class FnLowering(AggregateLowering, BuiltinLowering):
             return self.b.insert_value(r, self.b.sub(hi, lo), 1)
         if isinstance(e, ast.AllocSlice):
             return self.alloc_slice(e)
+        if isinstance(e, ast.Alloc):
+            return self.alloc_one(e)
         if isinstance(e, ast.TupleExpr):
             return self.tuple_expr(e)
         if isinstance(e, ast.StructLit):
@@ -408,17 +410,31 @@ class FnLowering(AggregateLowering, BuiltinLowering):
         mul = b.call(self.rt.intrinsic("llvm.smul.with.overflow", I64), [n, ir.Constant(I64, stride)])
         self.trap_if(b.extract_value(mul, 1))
         size = b.extract_value(mul, 0)
-        arena = self.arena_of(e)
-        base_slot, bump_slot = arena
+        at = self.bump(self.arena_slots(e.ty.region), size)
+        self.fill_loop(at, n, fill, elem, stride)
+        r = b.insert_value(ir.Constant(SLICE, ir.Undefined), at, 0)
+        return b.insert_value(r, n, 1)
+
+    def bump(self, slots: tuple, size: ir.Value) -> ir.Value:
+        """Take `size` bytes from an arena (no alignment rounding); trap past its 64 KiB."""
+        b = self.b
+        base_slot, bump_slot = slots
         at = b.load(bump_slot, typ=PTR)
         at_i = b.ptrtoint(at, I64)
         next_i = b.add(at_i, size)
         end_i = b.add(b.ptrtoint(b.load(base_slot, typ=PTR), I64), ir.Constant(I64, ARENA_BYTES))
         self.trap_if(b.or_(b.icmp_unsigned(">", next_i, end_i), b.icmp_unsigned("<", next_i, at_i)))
         b.store(b.gep(at, [size], inbounds=True, source_etype=I8), bump_slot)
-        self.fill_loop(at, n, fill, elem, stride)
-        r = b.insert_value(ir.Constant(SLICE, ir.Undefined), at, 0)
-        return b.insert_value(r, n, 1)
+        return at
+
+    def alloc_one(self, e: ast.Alloc) -> Optional[ir.Value]:
+        v = self.expr(e.value)
+        lt = self.lty(e.value.ty)
+        if lt is None:
+            return None
+        at = self.bump(self.arena_slots(self.T(e.ty).region), ir.Constant(I64, self.layout.size(lt)))
+        self.b.store(v, at, align=1)
+        return at
 
     def fill_loop(self, at: ir.Value, n: ir.Value, fill: ir.Value, elem: Type, stride: int) -> None:
         """Store `fill` into n consecutive elements starting at `at` (a real loop)."""
@@ -439,9 +455,8 @@ class FnLowering(AggregateLowering, BuiltinLowering):
         b.branch(head)
         b.position_at_end(done)
 
-    def arena_of(self, e: ast.AllocSlice) -> tuple[ir.Value, ir.Value]:
-        """The slots of the open arena the checker resolved `alloc_slice[a]` to."""
-        target = self.T(e.ty).region
+    def arena_slots(self, target) -> tuple[ir.Value, ir.Value]:
+        """The slots of the open arena the checker resolved `alloc[a]`/`alloc_slice[a]` to."""
         for idx in range(len(self.arena_regions) - 1, -1, -1):
             if self.arena_regions[idx] is target:
                 return self.arenas[idx]
