@@ -36,6 +36,8 @@ usage:
     cancho run   <file.cho>... [--backend jit|exe] [--std] [-l <name>]... [-L <path>]... [-- <arg>...]
     cancho ir    <file.cho>... [--std]
     cancho asm   <file.cho>... [--std]
+    cancho authority <file.cho>... [--std] [--output json]
+    cancho test  <file.cho>... [--std] [--backend jit|exe]
     cancho --version
     cancho -h | --help
 
@@ -43,7 +45,7 @@ options:
     -o <output>       where `build` writes (default: the first input's stem, `.o` for obj)
     --emit exe|obj    `build` a linked executable (default) or a bare object file
     --std             make the standard library's source available
-    --output json     `check` answers as data on stdout rather than prose on stderr
+    --output json     `check`/`authority` answer as data on stdout rather than prose
     --backend jit|exe `run` through MCJIT in this process (default) or a linked executable
     -l <name>         link `lib<name>` (`build`/`run` only); repeatable, passed to `cc`
     -L <path>         add a library search path (`build`/`run` only); repeatable
@@ -56,7 +58,7 @@ exit status: 0 success, 1 refused, 2 usage, 3 environment; `run` exits with the 
 status, or 3 if the program was killed by a signal (a trap is signal 4, SIGILL).
 """
 
-COMMANDS = ("build", "check", "run", "ir", "asm")
+COMMANDS = ("build", "check", "run", "ir", "asm", "authority", "test")
 
 
 class Failure(Exception):
@@ -114,7 +116,7 @@ def parse_args(command: str, args: Sequence[str]) -> Invocation:
             inv.emit = kind
         elif arg == "--std":
             inv.std = True
-        elif arg == "--output" and command == "check":
+        elif arg == "--output" and command in ("check", "authority"):
             form = value("--output", "a form")
             if form != "json":
                 raise usage(f"unknown output form `{form}`")
@@ -257,6 +259,21 @@ def cmd_check(inv: Invocation) -> int:
     return _refuse(diags) if diags else EXIT_OK
 
 
+def cmd_authority(inv: Invocation) -> int:
+    """The authority report (runtime.md §7); a refused program fails like `check` in text mode."""
+    from .compiler.authority import authority_report
+
+    sources, diags = _load(inv)
+    if not diags:
+        result = api.compile_sources(sources)
+        diags = list(result.diagnostics)
+    if diags:
+        return _refuse(diags)
+    report = authority_report(result.program)
+    _write_stdout(report.to_json() if inv.json else report.text())
+    return EXIT_OK
+
+
 def cmd_build(inv: Invocation) -> int:
     from .compiler.backends import exe
 
@@ -387,9 +404,13 @@ def run(args: Sequence[str]) -> int:
         return EXIT_OK
     if command not in COMMANDS:
         raise usage(f"unknown command `{command}`")
+    if command == "test":
+        from .testing import main_test  # the test runner owns its own options
+
+        return main_test(list(rest))
     inv = parse_args(command, rest)
     handler = {"build": cmd_build, "check": cmd_check, "run": cmd_run, "ir": cmd_ir,
-               "asm": cmd_asm}[command]
+               "asm": cmd_asm, "authority": cmd_authority}[command]
     try:
         return handler(inv)
     except _Refused as refused:

@@ -1,0 +1,152 @@
+"""The authority report (runtime.md §7): exact text and JSON, reachability, foreign reach."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from cancho_kernel.compiler import api
+from cancho_kernel.compiler.authority import authority_report
+from cancho_kernel.compiler.source import SourceFile
+
+EXTERN_WRITE = """\
+extern fn write[&f, &b](ffi: &f Ffi("libc"), fd: int, buf: &b [byte]) -> [ffi("libc")] int;
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args } = split(world);
+    release(io); release(fs); release(heap); release(args);
+    let libc = narrow(ffi, "libc");
+    borrow libc as &f in { write(f, 1, "hello\\n"); }
+    release(libc);
+    return 0;
+}
+"""
+
+EXTERN_WRITE_TEXT = """\
+UNBOUNDED: this program calls foreign code. The labels below bound it
+everywhere except through the symbols under "unbounded by", and what
+a symbol does is the linked library's, not the language's.
+See docs/foreign-authority.md.
+performs
+    ffi("libc")    <- unbounded
+never touches
+    the console
+    the filesystem
+    the network
+    the heap
+    the command line
+    signals
+    other programs
+unbounded by
+    libc:write
+"""
+
+WRITE_ALL = """\
+fn write_all[&r, &i](io: &!i Io, s: &r [byte]) -> [io_write] int {
+    BODY
+}
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args } = split(world);
+    release(ffi); release(fs); release(heap); release(args);
+    borrow mut io as &!i in { write_all(i, "hello\\n"); }
+    release(io);
+    return 0;
+}
+"""
+PER_BYTE = """var n = 0;
+    while n < len(s) { putchar(io, int_of(s[n])); n = n + 1; }
+    return n;"""
+BULK = "return write_bytes(io, s);"
+
+BULK_TEXT = """\
+performs
+    io_write
+never touches
+    the filesystem
+    the network
+    the heap
+    the command line
+    signals
+    other programs
+    foreign code
+"""
+
+
+def report(text: str):
+    result = api.compile_sources([SourceFile("t.cho", text)])
+    assert result.ok, result.diagnostics
+    return authority_report(result.program)
+
+
+def test_extern_write_text_is_exact():
+    assert report(EXTERN_WRITE).text() == EXTERN_WRITE_TEXT
+
+
+def test_extern_write_json_is_exact_and_valid():
+    out = report(EXTERN_WRITE).to_json()
+    data = json.loads(out)
+    assert data == {"bounded": False, "unbounded_by": ["libc:write"], "effects": ["ffi"],
+                    "labels": [{"name": "ffi", "argument": "libc", "bounded": False}],
+                    "foreign_symbols": ["write"], "pure": [], "folded_operators": 0,
+                    "folded_calls": 0, "functions": 1}
+    assert list(data) == ["bounded", "unbounded_by", "effects", "labels", "foreign_symbols", "pure",
+                          "folded_operators", "folded_calls", "functions"]
+    assert '  "unbounded_by": [\n    "libc:write"\n  ],\n' in out
+    assert '    { "name": "ffi", "argument": "libc", "bounded": false }\n' in out
+
+
+def test_bulk_output_reports_io_write_only():
+    rep = report(WRITE_ALL.replace("BODY", BULK))
+    assert rep.text() == BULK_TEXT
+    assert rep.to_dict()["functions"] == 2
+    assert rep.to_dict()["foreign_symbols"] == []  # fwrite behind write_bytes is not foreign reach
+
+
+def test_switching_putchar_to_write_bytes_changes_the_report_by_zero_bytes():
+    before = report(WRITE_ALL.replace("BODY", PER_BYTE))
+    after = report(WRITE_ALL.replace("BODY", BULK))
+    assert before.text() == after.text()
+    assert before.to_json() == after.to_json()
+
+
+def test_only_reachable_functions_and_call_sites_count():
+    text = EXTERN_WRITE.replace("fn main", """fn unused[&f](libc: &f Ffi("libc")) -> [ffi("libc")] int {
+    return write(libc, 2, "never");
+}
+fn helper(n: int) -> [] int { return n + 1; }
+fn main""").replace("return 0;", "return helper(0) - 1;")
+    rep = report(text)
+    assert rep.to_dict()["functions"] == 2  # main and helper; `unused` is unreachable
+    assert rep.pure == ["helper"]
+    assert "provably pure (1 of 2)\n    helper\n" in rep.text()
+
+
+def test_nothing_performed_and_folding_counts():
+    rep = report("""fn main(world: World) -> [] int {
+    release(world);
+    let k = 2 + 3;
+    return k - 5 + byte_of_sum() - 7;
+}
+fn byte_of_sum() -> [] int { return int_of(byte_of(7)); }
+""")
+    text = rep.text()
+    assert text.startswith("performs nothing\nnever touches\n    the console\n")
+    assert "evaluated at compile time\n    1 operators\n    2 calls\n" in text
+
+
+def test_cli_authority_and_refusal(tmp_path):
+    good = tmp_path / "w.cho"
+    good.write_text(EXTERN_WRITE)
+    r = subprocess.run([sys.executable, "-m", "cancho_kernel.cli", "authority", str(good)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout == EXTERN_WRITE_TEXT
+    r = subprocess.run([sys.executable, "-m", "cancho_kernel.cli", "authority", "--output", "json", str(good)],
+                       capture_output=True, text=True)
+    assert r.returncode == 0 and json.loads(r.stdout)["foreign_symbols"] == ["write"]
+    bad = tmp_path / "bad.cho"
+    bad.write_text("fn main(world: World) -> [] int { return 0; }\n")
+    r = subprocess.run([sys.executable, "-m", "cancho_kernel.cli", "authority", str(bad)],
+                       capture_output=True, text=True)
+    assert r.returncode == 1 and "linear-value-unconsumed" not in r.stdout and "error" in r.stderr
