@@ -1,0 +1,447 @@
+"""`cancho test FILE... [--backend jit|exe]`: run a program's own `fn test_*` functions
+(runtime.md §8.4).
+
+The language has no reflection, so the runner works from outside: it parses the named files,
+collects every `fn test_*`, checks each one's shape, and writes a root-module `main` in cancho
+that runs the test named by ``argv[1]``. The program (the user's files plus that generated file)
+is checked and compiled **once**, then run **once per test**: a trap kills the process it
+happens in, and the runner has to survive one test's death to report the next.
+
+A test's shape: ``fn test_x[regions](params) -> [row] int`` with no type parameters, where
+every parameter is a unique reference to ``Heap`` or to ``Io``, at most one of each. A test in a
+module other than the root must be ``pub``. It passes by answering 0. The generated ``main``
+maps a status that is a non-zero multiple of 256 to 1, since the shell would read it back as 0.
+
+Exit status: 0 every test passed; 4 at least one failed; 2 no tests, a misshapen test, a root
+``main`` in the files, or a wrong command line; 1 the program was refused; 3 the environment
+failed (no linker, cannot run the binary).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_FAILED = 0, 1, 2, 3, 4
+
+USAGE = """\
+usage: cancho test <file.cho>... [--backend jit|exe] [--std] [-l <name>]... [-L <path>]...
+                   [--timeout <seconds>]
+
+Runs every `fn test_*` in the named files, each in its own process; a test passes by
+answering 0. exit status: 0 all passed, 4 some failed, 2 no tests or a misshapen test,
+1 the program was refused, 3 environment.
+"""
+
+TRAP_WORDS = "trapped: killed by signal 4 (SIGILL, the trap every checked operation ends with)"
+GENERATED_PATH = "<test-main>"
+PREFIX = "cancho_test_runner_"  # names of the generated helpers (they share the root module)
+DEFAULT_TIMEOUT = 300.0
+
+
+class Usage(Exception):
+    """A wrong command line or a misshapen program: exit 2."""
+
+
+@dataclass
+class TestCase:
+    """One collected test: its display name (``argv[1]``), how the generated main calls it,
+    and which capabilities it takes, in parameter order (``"io"`` / ``"heap"``)."""
+
+    name: str
+    call: str
+    caps: list[str]
+
+
+@dataclass
+class Options:
+    files: list[str]
+    backend: str = "exe"
+    libs: tuple[str, ...] = ()
+    libdirs: tuple[str, ...] = ()
+    timeout: float | None = DEFAULT_TIMEOUT
+
+
+def parse_options(argv: Sequence[str]) -> Options:
+    files: list[str] = []
+    backend = "exe"
+    libs: list[str] = []
+    libdirs: list[str] = []
+    timeout: float | None = DEFAULT_TIMEOUT
+    it = iter(argv)
+
+    def value(flag: str) -> str:
+        try:
+            return next(it)
+        except StopIteration:
+            raise Usage(f"`{flag}` needs a value") from None
+
+    for a in it:
+        if a == "--backend":
+            backend = value(a)
+            if backend not in ("jit", "exe", "llvm"):
+                raise Usage(f"unknown backend `{backend}`")
+            if backend == "llvm":
+                backend = "exe"
+        elif a == "--std":
+            pass  # std modules are loaded on `import` whether or not this is given
+        elif a == "-l":
+            libs.append(value(a))
+        elif a == "-L":
+            libdirs.append(value(a))
+        elif a == "--timeout":
+            text = value(a)
+            try:
+                timeout = float(text)
+            except ValueError:
+                raise Usage(f"`--timeout` needs a number of seconds, not `{text}`") from None
+            if timeout <= 0:
+                timeout = None
+        elif a.startswith("-") and a != "-":
+            raise Usage(f"unknown option `{a}`")
+        else:
+            files.append(a)
+    if not files:
+        raise Usage("no input file given")
+    return Options(files, backend, tuple(libs), tuple(libdirs), timeout)
+
+
+# ---------------------------------------------------------------------------------------------
+# collecting
+
+
+def _cap_of(param) -> str | None:
+    """``"io"``/``"heap"`` when the parameter is ``&!r Io`` / ``&!r Heap``, else None."""
+    from .compiler import ast
+
+    ty = param.ty
+    if not isinstance(ty, ast.RefType) or not ty.unique:
+        return None
+    target = ty.target
+    if (not isinstance(target, ast.NamedType) or target.qualifier is not None
+            or target.args):
+        return None
+    return {"Io": "io", "Heap": "heap"}.get(target.name.name)
+
+
+def _is_int(ty) -> bool:
+    from .compiler import ast
+
+    return (isinstance(ty, ast.NamedType) and ty.qualifier is None and not ty.args
+            and ty.name.name == "int")
+
+
+def _where(source, span) -> str:
+    if span is None:
+        return f"{source.path}: "
+    line, col = source.line_col(span.start)
+    return f"{source.path}:{line}:{col}: "
+
+
+def collect(files: list) -> tuple[list[TestCase], list[str], list[str]]:
+    """Tests from parsed files (in file order, then declaration order), shape errors, and the
+    ``import`` lines the generated main needs for tests in other modules."""
+    from .compiler import ast
+
+    tests: list[TestCase] = []
+    errors: list[str] = []
+    qualifiers: dict[str, str] = {}
+    for f in files:
+        module = f.module_name
+        for item in f.items:
+            if not isinstance(item, ast.FnDecl):
+                continue
+            name = item.name.name
+            at = _where(f.source, item.name.span)
+            if module == "" and name == "main":
+                errors.append(f"{at}error: a test file has no `main` of its own; "
+                              "`cancho test` writes the `main` that runs the tests")
+                continue
+            if not name.startswith("test_"):
+                continue
+            problems = []
+            if item.generics is not None and item.generics.types:
+                problems.append("it takes type parameters, and a runner has nothing to "
+                                "instantiate them with")
+            caps: list[str] = []
+            for p in item.params:
+                cap = _cap_of(p)
+                if cap is None:
+                    problems.append(f"parameter `{p.name.name}` is not a unique reference to "
+                                    "`Heap` or `Io`")
+                elif cap in caps:
+                    problems.append(f"it takes `{'Io' if cap == 'io' else 'Heap'}` twice")
+                else:
+                    caps.append(cap)
+            if not _is_int(item.ret):
+                problems.append("it must return `int`, 0 to pass")
+            if module and not item.pub:
+                problems.append(f"it is in module `{module}`, so it must be `pub` for the "
+                                "runner to reach it")
+            if problems:
+                errors.append(f"{at}error: `{name}` is not a test the runner can run: "
+                              + "; ".join(problems)
+                              + " (a test is `fn test_x[regions](io: &!i Io, heap: &!h Heap) "
+                                "-> [row] int`, each parameter optional)")
+                continue
+            if module:
+                q = qualifiers.setdefault(module, f"{PREFIX}m{len(qualifiers)}")
+                tests.append(TestCase(f"{module}.{name}", f"{q}.{name}", caps))
+            else:
+                tests.append(TestCase(name, name, caps))
+    imports = [f"import {m} as {q};" for m, q in qualifiers.items()]
+    return tests, errors, imports
+
+
+def _literal(text: str) -> str:
+    """A cancho string literal for an identifier-like name."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def generate_main(tests: list[TestCase], imports: list[str]) -> str:
+    """The cancho source of the runner's `main` (root module, edition 1)."""
+    p = PREFIX
+    lines = [
+        "// Written by `cancho test`: runs the test named by argv[1].",
+        *imports,
+        "",
+        f"fn {p}same[&a, &b](x: &a [byte], y: &b [byte]) -> [] bool {{",
+        "    if len(x) != len(y) {",
+        "        return false;",
+        "    }",
+        "    var k = 0;",
+        "    while k < len(x) {",
+        "        if x[k] != y[k] {",
+        "            return false;",
+        "        }",
+        "        k = k + 1;",
+        "    }",
+        "    return true;",
+        "}",
+        "",
+        f"fn {p}status(n: int) -> [] int {{",
+        "    if n != 0 && n % 256 == 0 {",
+        "        return 1;",
+        "    }",
+        "    return n;",
+        "}",
+        "",
+        "fn main(world: World) -> [] int {",
+        "    let Split { io, ffi, fs, heap, args } = split(world);",
+        "    release(ffi);",
+        "    release(fs);",
+        "    var which = 0 - 1;",
+        "    borrow args as &g in {",
+        "        if arg_count(g) > 1 {",
+        "            let wanted = arg(g, 1);",
+    ]
+    for k, t in enumerate(tests):
+        lines.append(f"            if {p}same(wanted, {_literal(t.name)}) {{")
+        lines.append(f"                which = {k};")
+        lines.append("            }")
+    lines += [
+        "        }",
+        "    }",
+        "    release(args);",
+        "    var status = 0 - 1;",
+        "    borrow mut io as &!i in {",
+        "        borrow mut heap as &!h in {",
+    ]
+    for k, t in enumerate(tests):
+        args = ", ".join("i" if c == "io" else "h" for c in t.caps)
+        lines.append(f"            if which == {k} {{")
+        lines.append(f"                status = {p}status({t.call}({args}));")
+        lines.append("            }")
+    lines += [
+        "        }",
+        "    }",
+        "    release(heap);",
+        "    release(io);",
+        "    return status;",
+        "}",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# running
+
+
+def _failure_reason(result) -> str:
+    if result.timed_out:
+        return result.describe()
+    if result.signal is not None:
+        if result.signal == signal.SIGILL:
+            return TRAP_WORDS
+        from .compiler.backends.process import signal_name
+
+        return f"killed by signal {result.signal} ({signal_name(result.signal)})"
+    if result.exit_status is not None:
+        return f"returned {result.exit_status}, and a test answers 0 to pass"
+    return result.describe()
+
+
+def _show_stream(label: str, data: bytes, out: list[str]) -> None:
+    if data:
+        text = data.decode("utf-8", "replace")
+        out.append(f"{label}:")
+        out.append(text if text.endswith("\n") else text + "\n")
+
+
+def _err(message: str) -> None:
+    if sys.stderr is not None:
+        sys.stderr.write(message if message.endswith("\n") else message + "\n")
+        sys.stderr.flush()
+
+
+def _out(text: str) -> None:
+    if sys.stdout is not None:
+        sys.stdout.write(text)
+        sys.stdout.flush()
+
+
+def run_tests(opts: Options) -> int:
+    from .compiler import api
+    from .compiler.diagnostics import render_text
+    from .compiler.source import SourceFile
+
+    try:
+        sources = [SourceFile.from_path(p) for p in opts.files]
+    except OSError as exc:
+        name = exc.filename if exc.filename is not None else opts.files[0]
+        _err(f"cannot read `{name}`: {exc.strerror or exc} (os error {exc.errno})")
+        return EXIT_ENVIRONMENT
+
+    parsed = []
+    diags = []
+    for s in sources:
+        f, d = api.parse_source(s)
+        diags.extend(d)
+        if f is not None:
+            parsed.append(f)
+    if diags:
+        _err(render_text(diags, color=False).rstrip("\n"))
+        return EXIT_REFUSED
+
+    tests, errors, imports = collect(parsed)
+    if errors:
+        _err("\n".join(errors))
+        return EXIT_USAGE
+    if not tests:
+        _err("no tests found: `cancho test` runs every `fn test_*` in the files it is given, "
+             "and a run that finds none is not a pass")
+        return EXIT_USAGE
+
+    generated = SourceFile(GENERATED_PATH, generate_main(tests, imports))
+    result = api.compile_sources([*sources, generated])
+    if result.diagnostics or result.ir is None:
+        _err(render_text(result.diagnostics, color=False).rstrip("\n")
+             or "the compiler produced no code")
+        return EXIT_REFUSED
+    return _build_and_run(opts, tests, result.ir)
+
+
+def _build_and_run(opts: Options, tests: list[TestCase], ir: str) -> int:
+    from .compiler.backends import native
+    from .compiler.backends.exe import LinkError
+    from .compiler.backends.process import RunLimits, StdoutTarget
+
+    limits = RunLimits(timeout=opts.timeout, max_output=1 << 20)
+    run_dir = tempfile.mkdtemp(prefix="cancho-test-")
+    worker = None
+    try:
+        if opts.backend == "exe":
+            from .compiler.backends.exe import build_executable
+            from .compiler.backends.process import run_executable
+
+            exe_path = os.path.join(run_dir, "tests")
+            try:
+                build_executable(ir, exe_path, opts.libs, opts.libdirs)
+            except native.InvalidIR as exc:
+                _err(f"error: the compiler failed to generate code; this is a bug in cancho, "
+                     f"not in the program ({exc})")
+                return EXIT_REFUSED
+
+            def run_one(name: str):
+                return run_executable(exe_path, [exe_path, name], b"", StdoutTarget.pipe(),
+                                      limits)
+        else:
+            from .compiler.backends.jit import JitWorker
+
+            worker = JitWorker()
+
+            def run_one(name: str):
+                return worker.run(ir, ["tests", name], b"", StdoutTarget.pipe(), limits,
+                                  libs=opts.libs, libdirs=opts.libdirs)
+
+        _out(f"running {len(tests)} test{'s' if len(tests) != 1 else ''}\n")
+        failures: list[tuple[str, str, object]] = []
+        passed = 0
+        for t in tests:
+            try:
+                res = run_one(t.name)
+            except native.InvalidIR as exc:
+                _err(f"error: the compiler failed to generate code; this is a bug in cancho, "
+                     f"not in the program ({exc})")
+                return EXIT_REFUSED
+            ok = res.exit_status == 0 and res.signal is None and not res.timed_out
+            _out(f"test {t.name} ... {'ok' if ok else 'FAILED'}\n")
+            if ok:
+                passed += 1
+            else:
+                failures.append((t.name, _failure_reason(res), res))
+        report: list[str] = []
+        if failures:
+            report.append("\nfailures:\n")
+            for name, reason, res in failures:
+                report.append(f"\n---- {name} ----\n{reason}\n")
+                extra: list[str] = []
+                _show_stream("stdout", res.stdout, extra)
+                _show_stream("stderr", res.stderr, extra)
+                report.extend(extra)
+        verdict = "FAILED" if failures else "ok"
+        report.append(f"\ntest result: {verdict}. {passed} passed; {len(failures)} failed\n")
+        _out("".join(report))
+        return EXIT_FAILED if failures else EXIT_OK
+    except LinkError as exc:
+        _err(str(exc))
+        return EXIT_ENVIRONMENT
+    except OSError as exc:
+        _err(f"cannot build or run the tests: {exc.strerror or exc}")
+        return EXIT_ENVIRONMENT
+    finally:
+        if worker is not None:
+            worker.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+
+
+def main_test(argv: list[str]) -> int:
+    """`cancho test` with its arguments (without `test`); answers the exit status."""
+    try:
+        opts = parse_options(argv)
+    except Usage as exc:
+        _err(f"{exc}\n\n{USAGE}")
+        return EXIT_USAGE
+    try:
+        return run_tests(opts)
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
+    except Exception as exc:  # noqa: BLE001 - our bug; never a traceback
+        from .compiler.backends.jit import JitWorkerDied
+
+        if isinstance(exc, JitWorkerDied):
+            _err(f"the JIT worker failed: {exc}")
+            return EXIT_ENVIRONMENT
+        _err(f"error: the test runner failed ({type(exc).__name__}: {exc}); "
+             "this is a bug in cancho")
+        return EXIT_REFUSED
+
+
+if __name__ == "__main__":
+    sys.exit(main_test(sys.argv[1:]))
