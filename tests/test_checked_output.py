@@ -1,0 +1,51 @@
+"""Checked output (runtime.md §4): what `flush_out` answers for each stdout target, on both
+backends, and that exit-time flush failures never change the status."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from cancho_kernel.compiler import api
+from cancho_kernel.compiler.backends import exe, jit, process
+
+PROGRAMS = Path(__file__).parent / "programs"
+TARGETS = {
+    "pipe": process.StdoutTarget.pipe,
+    "/dev/full": process.StdoutTarget.dev_full,
+    "closed": process.StdoutTarget.closed,
+}
+
+
+@pytest.fixture(scope="module")
+def worker():
+    w = jit.JitWorker()
+    yield w
+    w.close()
+
+
+def run_both(name: str, target: str, worker, tmp_path):
+    result = api.compile_sources(api.load_sources([PROGRAMS / name]))
+    assert result.ok, result.diagnostics
+    out = tmp_path / "prog"
+    exe.build_executable(result.ir, out)
+    limits = process.RunLimits(timeout=20)
+    a = process.run_executable(out, [str(out)], b"", TARGETS[target](), limits)
+    b = worker.run(result.ir, [str(out)], b"", TARGETS[target](), limits)
+    assert (a.stdout, a.stderr, a.exit_status, a.signal) == (b.stdout, b.stderr, b.exit_status, b.signal)
+    return a
+
+
+@pytest.mark.parametrize("target,status,delivered", [
+    ("pipe", 0, b"hello\n"), ("/dev/full", 28, b""), ("closed", 9, b"")])
+def test_flush_out_reports_what_happened(target, status, delivered, worker, tmp_path):
+    r = run_both("flush_status.cho", target, worker, tmp_path)
+    assert r.exit_status == status
+    assert r.stdout == delivered
+
+
+@pytest.mark.parametrize("target,status", [("pipe", 0), ("/dev/full", 55)])
+def test_an_earlier_failed_write_makes_every_flush_answer_eio(target, status, worker, tmp_path):
+    r = run_both("flush_sticky.cho", target, worker, tmp_path)
+    assert r.exit_status == status
