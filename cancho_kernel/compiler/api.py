@@ -117,3 +117,10 @@ def _compile(check, sources: list[SourceFile]) -> CompileResult:
     t2 = time.perf_counter()
     return CompileResult(sort_diagnostics(diags), ir if not diags else None, checked.program,
                          {"check": t1 - t0, "lower": t2 - t1})
+
+
+def symbol_name(key: str) -> str:
+    """The LLVM symbol of a cancho function (`module::name` key), e.g. for filtering `%%ir`."""
+    from .codegen.lower import symbol
+
+    return symbol(key)
