@@ -290,7 +290,7 @@ def _failure_reason(result) -> str:
 def _show_stream(label: str, data: bytes, out: list[str]) -> None:
     if data:
         text = data.decode("utf-8", "replace")
-        out.append(f"{label}:")
+        out.append(f"{label}:\n")
         out.append(text if text.endswith("\n") else text + "\n")
 
 
