@@ -7,7 +7,6 @@ replay sees exactly the evaluation order the code generator will emit.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from .. import ast
@@ -16,56 +15,15 @@ from ..resolve import ItemRef, ModuleScope
 from ..source import Span
 from . import builtins as B
 from . import linearity as L
-from .consteval import Trap, byte_of, int_binary, int_neg, wrap
-from .signatures import (FnSig, TypeResolver, builtin_signature, split_fields)
+from .consteval import Trap, int_binary, int_neg
+from .signatures import (FnSig, TypeResolver)
 from .aggregates import AggregateChecks
+from .checked import CallTarget, CheckedFn, Local, Poisoned  # noqa: F401 - re-exported
+from .builtin_calls import BuiltinCalls
+from .unify import TypeRelations
 from .typetable import TypeTable
-from .types import (substitute, BOOL, BYTE, CINT, F32, FLOAT, INT, STATIC, UNIT, Adt, BoxT, Cap, FnT, Handle, LabelT,
-                    Param, Prim, Ref, Region, Slice, Tuple, Type, Var, fresh_id, regions_in)
-
-
-class Poisoned(Exception):
-    """The body uses a declaration whose own signature was refused: report nothing more here."""
-
-
-@dataclass(eq=False)
-class Local:
-    """One binding: a parameter, `let`/`var`, a destructured name, or a borrow's reference."""
-
-    name: str
-    ty: Type
-    mutable: bool
-    span: Span
-    kind: str  # "param" | "let" | "var" | "borrow" | "field"
-    open_regions: tuple = ()
-    uid: int = field(default_factory=fresh_id)
-
-
-@dataclass
-class CallTarget:
-    """What a call resolved to; codegen dispatches on `kind`."""
-
-    kind: str  # "fn" | "extern" | "builtin" | "indirect"
-    name: str
-    item: Optional[ItemRef] = None
-    sig: Optional[FnSig] = None
-    subst: dict = field(default_factory=dict)
-
-
-@dataclass(eq=False)
-class CheckedFn:
-    """A checked function body and everything codegen and the authority report need."""
-
-    item: ItemRef
-    sig: FnSig
-    params: list[Local]
-    bindings: dict = field(default_factory=dict)  # id(stmt) -> Local or list[Local]
-    regions: dict = field(default_factory=dict)  # id(Borrow/RegionStmt) -> Region
-    events: list = field(default_factory=list)
-    performed: set = field(default_factory=set)
-    callees: list = field(default_factory=list)  # ItemRefs of called fns/externs
-    folded_operators: int = 0
-    folded_calls: int = 0
+from .types import (substitute, BOOL, BYTE, CINT, F32, FLOAT, INT, STATIC, UNIT, BoxT, Cap, FnT, Handle, Param, Prim,
+                    Ref, Region, Slice, Type, regions_in)
 
 
 ARITH = {"+", "-", "*", "/"}
@@ -75,19 +33,11 @@ BITS = {"|", "^", "&", "<<", ">>"}
 LOGIC = {"&&", "||"}
 EQ_SCALARS = {INT, BOOL, BYTE, FLOAT, F32, Prim("c_ptr")}
 
-# Filesystem verbs checked at the call site: (label, third argument, result).
-FS_VERBS = {
-    "open_read": ("fs_read", None, Adt("::Opened", "Opened")),
-    "fs_read": ("fs_read", "unique", INT),
-    "fs_write": ("fs_write", "shared", INT),
-}
-
-
 def tstr(t: Type) -> str:
     return str(t)
 
 
-class BodyChecker(AggregateChecks):
+class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
     """Checks one `fn` body against its signature."""
 
     def __init__(self, item: ItemRef, sig: FnSig, modules: dict[str, ModuleScope], types: TypeTable):
@@ -113,62 +63,6 @@ class BodyChecker(AggregateChecks):
 
     def is_res(self, t: Type) -> bool:
         return self.types.is_res(self.zonk(t))
-
-    def zonk(self, t: Type) -> Type:
-        """Replace solved inference variables throughout t."""
-        if isinstance(t, Var):
-            got = self.subst.get(t.uid)
-            return t if got is None else self.zonk(got)
-        if isinstance(t, Ref):
-            return Ref(t.region, t.unique, self.zonk(t.target))
-        if isinstance(t, Slice):
-            return Slice(self.zonk(t.elem))
-        if isinstance(t, Tuple):
-            return Tuple(tuple(self.zonk(p) for p in t.parts))
-        if isinstance(t, Adt) and t.args:
-            return Adt(t.key, t.name, tuple(self.zonk(a) for a in t.args))
-        if isinstance(t, BoxT):
-            return BoxT(self.zonk(t.inner))
-        if isinstance(t, FnT):
-            return FnT(tuple(self.zonk(p) for p in t.params), t.row, self.zonk(t.ret))
-        return t
-
-    def has_var(self, t: Type) -> bool:
-        t = self.zonk(t)
-        if isinstance(t, Var):
-            return True
-        if isinstance(t, Ref):
-            return self.has_var(t.target)
-        if isinstance(t, Slice):
-            return self.has_var(t.elem)
-        if isinstance(t, Tuple):
-            return any(self.has_var(p) for p in t.parts)
-        if isinstance(t, Adt):
-            return any(self.has_var(a) for a in t.args)
-        if isinstance(t, BoxT):
-            return self.has_var(t.inner)
-        return False
-
-    def solve(self, v: Var, t: Type, span: Span) -> None:
-        if self.occurs(v, t):
-            self.fail("type-mismatch", f"this type would contain itself", span)
-        self.subst[v.uid] = t
-
-    def occurs(self, v: Var, t: Type) -> bool:
-        t = self.zonk(t)
-        if isinstance(t, Var):
-            return t is v
-        if isinstance(t, (Ref,)):
-            return self.occurs(v, t.target)
-        if isinstance(t, Slice):
-            return self.occurs(v, t.elem)
-        if isinstance(t, Tuple):
-            return any(self.occurs(v, p) for p in t.parts)
-        if isinstance(t, Adt):
-            return any(self.occurs(v, a) for a in t.args)
-        if isinstance(t, BoxT):
-            return self.occurs(v, t.inner)
-        return False
 
     def fail(self, rule: str, msg: str, span: Span):
         raise Refusal(rule, msg, span)
@@ -216,139 +110,6 @@ class BodyChecker(AggregateChecks):
         for e in self.region_names:
             env.update(e)
         return TypeResolver(self.modules, self.item.module, self.edition, env, self.sig.tparams)
-
-    def outlives(self, a: Region, b: Region) -> bool:
-        """Does region a outlive region b (in this function)?"""
-        if a is b or a is STATIC:
-            return True
-        if b is STATIC:
-            return False
-        if a.kind == "param":
-            if b.kind != "param":
-                return True
-            # where inner <= outer: outer outlives inner; transitive closure.
-            seen, todo = set(), [b]
-            while todo:
-                x = todo.pop()
-                if x is a:
-                    return True
-                if x.uid in seen:
-                    continue
-                seen.add(x.uid)
-                todo += [o for (i, o) in self.sig.where if i is x]
-            return False
-        if b.kind == "param":
-            return False
-        return a in b.ancestors
-
-    # ------------------------------------------------------------ type relations
-
-    def bind(self, formal: Type, actual: Type, tsub: dict, rsub: dict, callee_regions: set,
-             span: Span, top: bool = True) -> None:
-        """Match an actual type against a formal one, instantiating the callee's type and region
-        parameters (first argument wins) and allowing the two implicit coercions."""
-        formal, actual = self.zonk(formal), self.zonk(actual)
-        if isinstance(actual, Var):
-            if formal is actual:
-                return
-            f2 = self.show(formal, tsub, rsub)
-            if isinstance(f2, Param) and f2.owner != self.item.key:
-                tsub[f2.name] = actual
-                return
-            self.solve(actual, f2, span)
-            return
-        if isinstance(formal, Var):
-            self.solve(formal, actual, span)
-            return
-        if isinstance(formal, Param) and formal.owner != self.item.key:
-            cur = tsub.get(formal.name)
-            if cur is None:
-                tsub[formal.name] = actual
-                return
-            # Already chosen by an earlier argument: the rest must agree (inference variables unify).
-            self.bind(cur, actual, tsub, rsub, set(), span, top=False)
-            return
-        if isinstance(formal, Ref):
-            if not isinstance(actual, Ref):
-                self.mismatch(self.show(formal, tsub, rsub), actual, span)
-            if formal.unique and not actual.unique:
-                self.mismatch(self.show(formal, tsub, rsub), actual, span)
-            if formal.region.uid in callee_regions:
-                cur = rsub.get(formal.region.uid)
-                if cur is None:
-                    rsub[formal.region.uid] = actual.region
-                elif not self.outlives(actual.region, cur):
-                    self.fail("reference-escapes-region",
-                              f"`{actual}` does not outlive `{cur.name}`, the region this call already chose for `&{formal.region.name}`",
-                              span)
-            elif not self.outlives(actual.region, formal.region):
-                self.fail("reference-escapes-region",
-                          f"`{actual}` does not outlive `{formal.region.name}`", span)
-            self.bind(formal.target, actual.target, tsub, rsub, callee_regions, span, top=False)
-            return
-        if isinstance(formal, Slice) and isinstance(actual, Slice):
-            self.bind(formal.elem, actual.elem, tsub, rsub, callee_regions, span, top=False)
-            return
-        if isinstance(formal, Tuple) and isinstance(actual, Tuple) and len(formal.parts) == len(actual.parts):
-            for f, a in zip(formal.parts, actual.parts):
-                self.bind(f, a, tsub, rsub, callee_regions, span, top=False)
-            return
-        if isinstance(formal, BoxT) and isinstance(actual, BoxT):
-            self.bind(formal.inner, actual.inner, tsub, rsub, callee_regions, span, top=False)
-            return
-        if isinstance(formal, Adt) and isinstance(actual, Adt) and formal.key == actual.key \
-                and len(formal.args) == len(actual.args):
-            for f, a in zip(formal.args, actual.args):
-                self.bind(f, a, tsub, rsub, callee_regions, span, top=False)
-            return
-        if isinstance(formal, FnT) and isinstance(actual, FnT) and self.fn_types_match(formal, actual):
-            return
-        if formal == actual:
-            return
-        self.mismatch(self.show(formal, tsub, rsub), actual, span)
-
-    def foreign_regions(self, t: Type) -> set:
-        """Parameter regions in t that belong to another function (a region-polymorphic function
-        used as a value): each use may instantiate them."""
-        own = {r.uid for r in self.sig.regions.values()}
-        return {r.uid for r in regions_in(t) if r.kind == "param" and r.uid not in own}
-
-    def fn_types_match(self, formal: FnT, actual: FnT) -> bool:
-        """Function types agree up to renaming the actual's foreign region parameters."""
-        free = self.foreign_regions(actual)
-        mapping: dict[int, object] = {}
-
-        def eq(f: Type, a: Type) -> bool:
-            f, a = self.zonk(f), self.zonk(a)
-            if isinstance(f, Ref) and isinstance(a, Ref):
-                if f.unique != a.unique:
-                    return False
-                if a.region.uid in free:
-                    got = mapping.setdefault(a.region.uid, f.region)
-                    if got is not f.region:
-                        return False
-                elif a.region is not f.region:
-                    return False
-                return eq(f.target, a.target)
-            if isinstance(f, FnT) and isinstance(a, FnT):
-                return (len(f.params) == len(a.params) and f.row == a.row
-                        and all(eq(x, y) for x, y in zip(f.params, a.params)) and eq(f.ret, a.ret))
-            return f == a
-
-        return eq(formal, actual)
-
-    def show(self, t: Type, tsub: dict, rsub: dict) -> Type:
-        from .types import substitute
-        s = {("T", k): v for k, v in tsub.items()}
-        s.update({("R", k): v for k, v in rsub.items()})
-        return substitute(t, s)
-
-    def same(self, a: Type, b: Type) -> bool:
-        return self.zonk(a) == self.zonk(b)
-
-    def coerce(self, actual: Type, expected: Type, span: Span) -> None:
-        """`actual` may be used where `expected` is wanted (unique→shared, outliving regions)."""
-        self.bind(expected, actual, {}, {}, set(), span)
 
     # ------------------------------------------------------------ entry
 
@@ -917,118 +678,3 @@ class BodyChecker(AggregateChecks):
         subst = {("T", k): v for k, v in tsub.items()}
         subst.update({("R", k): v for k, v in rsub.items()})
         return ret, subst
-
-    def fs_call(self, e: ast.Call, name: str) -> Type:
-        """`open_read`/`fs_read`/`fs_write`: the label carries the capability's own prefix."""
-        label, third, ret = FS_VERBS[name]
-        want = 3 if third else 2
-        if len(e.args) != want:
-            self.fail("arity-mismatch", f"`{name}` takes {want} arguments, found {len(e.args)}", e.span)
-        ct = self.expr(e.args[0])
-        if not (isinstance(ct, Ref) and isinstance(self.zonk(ct.target), Cap) and self.zonk(ct.target).kind == "Fs"):
-            self.fail("type-mismatch", f"expected a borrowed `Fs(..)` capability, found `{ct}`", e.args[0].span)
-        prefix = self.zonk(ct.target).literal or ""
-        self.byte_slice(e.args[1], unique=False)
-        if third:
-            self.byte_slice(e.args[2], unique=(third == "unique"))
-        self.out.performed.add(LabelT(label, prefix))
-        e.info = CallTarget("builtin", name, subst={"prefix": prefix})
-        return ret
-
-    def byte_slice(self, a: ast.Expr, unique: bool) -> None:
-        t = self.expr(a)
-        if not (isinstance(t, Ref) and self.zonk(t.target) == Slice(BYTE)) or (unique and not t.unique):
-            self.fail("type-mismatch", f"expected `&{'!' if unique else ''}r [byte]`, found `{t}`", a.span)
-
-    def narrow(self, e: ast.Call) -> Type:
-        """`narrow(c, "lit", ...)`: consume an owned capability, give back a narrower one (or a
-        tuple of pairwise-unrelated children for Fs/Exec)."""
-        from .effects import extends_path
-
-        if len(e.args) < 2:
-            self.fail("arity-mismatch", "`narrow` takes a capability and at least one literal", e.span)
-        t = self.expr(e.args[0])
-        if isinstance(t, Ref) and isinstance(self.zonk(t.target), Cap):
-            self.fail("capability-not-narrowable", f"a borrowed capability `{t}` cannot be narrowed; narrow the owner",
-                      e.args[0].span)
-        if not isinstance(t, Cap) or t.literal is None:
-            self.fail("capability-not-narrowable", f"`{t}` has no scope to narrow", e.args[0].span)
-        lits: list[str] = []
-        for a in e.args[1:]:
-            if not isinstance(a, ast.StrLit):
-                self.fail("capability-not-narrowable", "`narrow` takes string literals, known when the program is checked",
-                          a.span)
-            a.ty = self.zonk(Ref(STATIC, False, Slice(BYTE)))
-            lits.append(a.value.decode("utf-8", "replace"))
-        if len(lits) > 1 and t.kind not in ("Fs", "Exec"):
-            self.fail("capability-not-narrowable", f"only `Fs` and `Exec` can be narrowed into several children", e.span)
-        path_like = t.kind in ("Fs", "Exec")
-        for lit, a in zip(lits, e.args[1:]):
-            inside = extends_path(t.literal, lit) if path_like else lit.startswith(t.literal)
-            if lit == t.literal or not inside:
-                self.fail("capability-not-narrowable",
-                          f"`\"{lit}\"` does not strictly narrow `{t}`: the new scope must lie inside the old one",
-                          a.span)
-            if t.kind == "Ffi":
-                from .signatures import check_ffi_scope
-                check_ffi_scope(lit, a.span)
-        for i, x in enumerate(lits):
-            for y in lits[i + 1:]:
-                if extends_path(x, y) or extends_path(y, x):
-                    self.fail("capability-not-narrowable", f"`\"{x}\"` and `\"{y}\"` overlap; children must be unrelated",
-                              e.span)
-        e.info = CallTarget("builtin", "narrow")
-        if len(lits) == 1:
-            return Cap(t.kind, lits[0])
-        return Tuple(tuple(Cap(t.kind, l) for l in lits))
-
-    def call_builtin(self, e: ast.Call, name: str) -> Type:
-        callee = e.callee
-        if name == "split":
-            if len(e.args) != 1:
-                self.fail("arity-mismatch", f"`split` takes 1 argument, found {len(e.args)}", e.span)
-            t = self.expr(e.args[0])
-            if t != Cap("World"):
-                self.mismatch(Cap("World"), t, e.args[0].span)
-            e.info = CallTarget("builtin", name)
-            from .signatures import split_type
-            return split_type(self.edition)
-        if name == "release":
-            if len(e.args) != 1:
-                self.fail("arity-mismatch", f"`release` takes 1 argument, found {len(e.args)}", e.span)
-            t = self.expr(e.args[0])
-            if not isinstance(t, Cap):
-                self.fail("type-mismatch", f"`release` ends an owned capability; this is `{t}`", e.args[0].span)
-            e.info = CallTarget("builtin", name)
-            return INT
-        if name == "contents":
-            if len(e.args) != 1:
-                self.fail("arity-mismatch", f"`contents` takes 1 argument, found {len(e.args)}", e.span)
-            t = self.expr(e.args[0])
-            if not (isinstance(t, Ref) and isinstance(self.zonk(t.target), BoxT)):
-                self.fail("type-mismatch", f"`contents` takes a reference to a `Box`, found `{t}`", e.args[0].span)
-            e.info = CallTarget("builtin", name)
-            return Ref(t.region, t.unique, self.zonk(t.target).inner)
-        if name == "narrow":
-            return self.narrow(e)
-        if name in FS_VERBS:
-            return self.fs_call(e, name)
-        sig = builtin_signature(name, self.edition)
-        if sig is None:
-            self.unsupported(f"the builtin `{name}`", callee.span)
-        ret, subst = self.call_sig(sig, e)
-        e.info = CallTarget("builtin", name, None, sig, subst)
-        self.out.performed |= set(sig.row)
-        consts = [self.consts.get(id(a)) for a in e.args]
-        if consts and all(c is not None for c in consts):
-            if name == "byte_of":
-                self.fold(e, lambda: byte_of(consts[0]), call=True)
-            elif name == "wrapping_add":
-                self.fold(e, lambda: wrap(consts[0] + consts[1]), call=True)
-            elif name == "wrapping_sub":
-                self.fold(e, lambda: wrap(consts[0] - consts[1]), call=True)
-            elif name == "wrapping_mul":
-                self.fold(e, lambda: wrap(consts[0] * consts[1]), call=True)
-            elif name == "int_of":
-                self.fold(e, lambda: consts[0], call=True)
-        return ret

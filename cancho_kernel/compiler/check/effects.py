@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from .types import Cap, LabelT, Type
+from .types import Cap, LabelT
 
 PATH_LABELS = {"fs_read", "fs_write", "exec"}
 PREFIX_LABELS = {"ffi", "net_out", "net_in"}

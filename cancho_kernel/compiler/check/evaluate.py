@@ -10,13 +10,12 @@ from __future__ import annotations
 import math
 import struct
 from dataclasses import dataclass
-from typing import Optional
 
 from .. import ast
 from ..diagnostics import Refusal
 from .body import CallTarget, CheckedFn, Local
 from .consteval import Trap, int_binary, int_neg, wrap
-from .types import BOOL, BYTE, FLOAT, INT, Ref, Slice, Tuple, Type
+from .types import BOOL, BYTE, FLOAT, INT, Type
 
 FUEL = 20_000_000
 ARENA = 65536

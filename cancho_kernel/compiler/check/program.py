@@ -20,8 +20,7 @@ from .flow import check_flow
 from .linearity import check_linearity
 from .signatures import FnSig, fn_signature
 from .typetable import TypeTable
-from .types import (BOOL, CINT, CPTR, INT, Adt, BoxT, Cap, FnT, Handle, LabelT, Param, Prim, Ref,
-                    Slice, Tuple, Type)
+from .types import (BOOL, CINT, CPTR, INT, Cap, LabelT, Prim, Ref, Slice)
 
 
 @dataclass(eq=False)
@@ -148,7 +147,7 @@ def static_signature(it: ItemRef, modules: dict[str, ModuleScope]) -> FnSig:
     from .types import BYTE, FLOAT, STATIC
     d = it.decl
     if not isinstance(d.ty, ast.SliceType):
-        raise Refusal("static-item", f"a static is a slice of scalars, written `[int]`, `[byte]`, `[bool]` or `[float]`",
+        raise Refusal("static-item", "a static is a slice of scalars, written `[int]`, `[byte]`, `[bool]` or `[float]`",
                       d.ty.span)
     elem = TypeResolver(modules, it.module, it.edition, {}, {}).resolve(d.ty.elem)
     if elem not in (INT, BOOL, BYTE, FLOAT):

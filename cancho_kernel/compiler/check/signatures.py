@@ -16,8 +16,8 @@ from ..diagnostics import Refusal
 from ..resolve import ItemRef, ModuleScope
 from ..source import SourceFile
 from . import builtins as B
-from .types import (INT, SCALARS, STATIC, Adt, BoxT, Cap, FnT, Handle, LabelT, Param, Ref, Region,
-                    Slice, Tuple, Type)
+from .types import (SCALARS, STATIC, Adt, BoxT, Cap, FnT, Handle, LabelT, Param, Ref, Region, Slice,
+                    Tuple, Type)
 
 FFI_SCOPE = re.compile(r"^[A-Za-z0-9_.+\-]+$")
 
@@ -240,7 +240,7 @@ def fn_signature(item: ItemRef, modules: dict[str, ModuleScope]) -> FnSig:
     ret = tr.resolve(d.ret)
     for r in _regions_of(ret):
         if r is not STATIC and r.kind != "param":
-            raise Refusal("region-not-in-scope", f"a return type may only name region parameters or `static`", d.ret.span)
+            raise Refusal("region-not-in-scope", "a return type may only name region parameters or `static`", d.ret.span)
     kind = "extern" if isinstance(d, ast.ExternFn) else "fn"
     if d.pub:
         for (_, t), te in list(zip([p for p in params], [p.ty for p in d.params])) + [((None, ret), d.ret)]:

@@ -109,7 +109,7 @@ class TypeTable:
         """Declaration-level rules: a `val` aggregate holding res members, infinite types."""
         d = td.decl
         if td.mode == "val":
-            args = tuple(p for p in td.tparams)
+            tuple(p for p in td.tparams)
             members = [ft for _, ft in td.fields] + [p for _, ps in td.variants for p in ps]
             for m in members:
                 if self.is_res(m) and not isinstance(m, Param):

@@ -12,7 +12,7 @@ from typing import Optional
 from llvmlite import ir
 
 from .. import ast
-from ..check.types import Adt, Ref, Tuple, Type
+from ..check.types import Adt, Tuple, Type
 from .layout import I64
 
 ZERO = ir.Constant(ir.IntType(32), 0)
@@ -127,7 +127,7 @@ class AggregateLowering:
 
     def let_parts(self, s: ast.Stmt, value_t: Type, v: Optional[ir.Value], locals_) -> None:
         """Bind each destructured member to its local (struct fields by name, tuple by position)."""
-        members = self.layout.members(value_t)
+        self.layout.members(value_t)
         if isinstance(value_t, Tuple):
             indexed = list(enumerate(locals_))
         else:

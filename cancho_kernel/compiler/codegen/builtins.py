@@ -11,7 +11,7 @@ from typing import Optional
 from llvmlite import ir
 
 from .. import ast
-from ..check.types import BOOL, Adt, BoxT, Ref, Slice
+from ..check.types import Slice
 from .layout import DOUBLE, I1, I8, I32, I64, PTR, SLICE
 
 TWO63 = 9223372036854775808.0

@@ -9,7 +9,6 @@ representation at all (`None`).
 
 from __future__ import annotations
 
-from functools import lru_cache
 from typing import Optional
 
 from llvmlite import binding as llvm

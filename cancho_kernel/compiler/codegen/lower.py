@@ -15,8 +15,7 @@ from llvmlite import ir
 from .. import ast
 from ..check.body import CallTarget, CheckedFn, Local
 from ..check.program import CheckedProgram
-from ..check.types import (substitute, BOOL, BYTE, CINT, CPTR, F32, FLOAT, INT, Adt, Cap, Prim, Ref, Slice,
-                           Type)
+from ..check.types import (substitute, BOOL, BYTE, CPTR, F32, FLOAT, INT, Ref, Slice, Type)
 from ..diagnostics import Diagnostic
 from .aggregates import AggregateLowering
 from .builtins import BuiltinLowering

@@ -1,0 +1,140 @@
+"""Checking calls of builtins whose signature depends on the call: `split`, `release`,
+`contents`, `narrow`, the filesystem verbs (their label carries the capability's prefix), and
+every ordinary builtin through its cancho-text signature with constant folding.
+
+A mixin of `BodyChecker` (body.py).
+"""
+
+from __future__ import annotations
+
+from .. import ast
+from .consteval import byte_of, wrap
+from .checked import CallTarget
+from .signatures import builtin_signature, split_type
+from .types import BYTE, INT, STATIC, Adt, BoxT, Cap, LabelT, Ref, Slice, Tuple, Type
+
+# Filesystem verbs checked at the call site: (label, third argument, result).
+FS_VERBS = {
+    "open_read": ("fs_read", None, Adt("::Opened", "Opened")),
+    "fs_read": ("fs_read", "unique", INT),
+    "fs_write": ("fs_write", "shared", INT),
+}
+
+
+
+class BuiltinCalls:
+    """Mixin: needs `expr`, `bind`, `fail`, `call_sig`, `fold`, `zonk`, `out`, `edition`."""
+
+    def fs_call(self, e: ast.Call, name: str) -> Type:
+        """`open_read`/`fs_read`/`fs_write`: the label carries the capability's own prefix."""
+        label, third, ret = FS_VERBS[name]
+        want = 3 if third else 2
+        if len(e.args) != want:
+            self.fail("arity-mismatch", f"`{name}` takes {want} arguments, found {len(e.args)}", e.span)
+        ct = self.expr(e.args[0])
+        if not (isinstance(ct, Ref) and isinstance(self.zonk(ct.target), Cap) and self.zonk(ct.target).kind == "Fs"):
+            self.fail("type-mismatch", f"expected a borrowed `Fs(..)` capability, found `{ct}`", e.args[0].span)
+        prefix = self.zonk(ct.target).literal or ""
+        self.byte_slice(e.args[1], unique=False)
+        if third:
+            self.byte_slice(e.args[2], unique=(third == "unique"))
+        self.out.performed.add(LabelT(label, prefix))
+        e.info = CallTarget("builtin", name, subst={"prefix": prefix})
+        return ret
+
+    def byte_slice(self, a: ast.Expr, unique: bool) -> None:
+        t = self.expr(a)
+        if not (isinstance(t, Ref) and self.zonk(t.target) == Slice(BYTE)) or (unique and not t.unique):
+            self.fail("type-mismatch", f"expected `&{'!' if unique else ''}r [byte]`, found `{t}`", a.span)
+
+    def narrow(self, e: ast.Call) -> Type:
+        """`narrow(c, "lit", ...)`: consume an owned capability, give back a narrower one (or a
+        tuple of pairwise-unrelated children for Fs/Exec)."""
+        from .effects import extends_path
+
+        if len(e.args) < 2:
+            self.fail("arity-mismatch", "`narrow` takes a capability and at least one literal", e.span)
+        t = self.expr(e.args[0])
+        if isinstance(t, Ref) and isinstance(self.zonk(t.target), Cap):
+            self.fail("capability-not-narrowable", f"a borrowed capability `{t}` cannot be narrowed; narrow the owner",
+                      e.args[0].span)
+        if not isinstance(t, Cap) or t.literal is None:
+            self.fail("capability-not-narrowable", f"`{t}` has no scope to narrow", e.args[0].span)
+        lits: list[str] = []
+        for a in e.args[1:]:
+            if not isinstance(a, ast.StrLit):
+                self.fail("capability-not-narrowable", "`narrow` takes string literals, known when the program is checked",
+                          a.span)
+            a.ty = self.zonk(Ref(STATIC, False, Slice(BYTE)))
+            lits.append(a.value.decode("utf-8", "replace"))
+        if len(lits) > 1 and t.kind not in ("Fs", "Exec"):
+            self.fail("capability-not-narrowable", "only `Fs` and `Exec` can be narrowed into several children", e.span)
+        path_like = t.kind in ("Fs", "Exec")
+        for lit, a in zip(lits, e.args[1:]):
+            inside = extends_path(t.literal, lit) if path_like else lit.startswith(t.literal)
+            if lit == t.literal or not inside:
+                self.fail("capability-not-narrowable",
+                          f"`\"{lit}\"` does not strictly narrow `{t}`: the new scope must lie inside the old one",
+                          a.span)
+            if t.kind == "Ffi":
+                from .signatures import check_ffi_scope
+                check_ffi_scope(lit, a.span)
+        for i, x in enumerate(lits):
+            for y in lits[i + 1:]:
+                if extends_path(x, y) or extends_path(y, x):
+                    self.fail("capability-not-narrowable", f"`\"{x}\"` and `\"{y}\"` overlap; children must be unrelated",
+                              e.span)
+        e.info = CallTarget("builtin", "narrow")
+        if len(lits) == 1:
+            return Cap(t.kind, lits[0])
+        return Tuple(tuple(Cap(t.kind, l) for l in lits))
+
+    def call_builtin(self, e: ast.Call, name: str) -> Type:
+        callee = e.callee
+        if name == "split":
+            if len(e.args) != 1:
+                self.fail("arity-mismatch", f"`split` takes 1 argument, found {len(e.args)}", e.span)
+            t = self.expr(e.args[0])
+            if t != Cap("World"):
+                self.mismatch(Cap("World"), t, e.args[0].span)
+            e.info = CallTarget("builtin", name)
+            return split_type(self.edition)
+        if name == "release":
+            if len(e.args) != 1:
+                self.fail("arity-mismatch", f"`release` takes 1 argument, found {len(e.args)}", e.span)
+            t = self.expr(e.args[0])
+            if not isinstance(t, Cap):
+                self.fail("type-mismatch", f"`release` ends an owned capability; this is `{t}`", e.args[0].span)
+            e.info = CallTarget("builtin", name)
+            return INT
+        if name == "contents":
+            if len(e.args) != 1:
+                self.fail("arity-mismatch", f"`contents` takes 1 argument, found {len(e.args)}", e.span)
+            t = self.expr(e.args[0])
+            if not (isinstance(t, Ref) and isinstance(self.zonk(t.target), BoxT)):
+                self.fail("type-mismatch", f"`contents` takes a reference to a `Box`, found `{t}`", e.args[0].span)
+            e.info = CallTarget("builtin", name)
+            return Ref(t.region, t.unique, self.zonk(t.target).inner)
+        if name == "narrow":
+            return self.narrow(e)
+        if name in FS_VERBS:
+            return self.fs_call(e, name)
+        sig = builtin_signature(name, self.edition)
+        if sig is None:
+            self.unsupported(f"the builtin `{name}`", callee.span)
+        ret, subst = self.call_sig(sig, e)
+        e.info = CallTarget("builtin", name, None, sig, subst)
+        self.out.performed |= set(sig.row)
+        consts = [self.consts.get(id(a)) for a in e.args]
+        if consts and all(c is not None for c in consts):
+            if name == "byte_of":
+                self.fold(e, lambda: byte_of(consts[0]), call=True)
+            elif name == "wrapping_add":
+                self.fold(e, lambda: wrap(consts[0] + consts[1]), call=True)
+            elif name == "wrapping_sub":
+                self.fold(e, lambda: wrap(consts[0] - consts[1]), call=True)
+            elif name == "wrapping_mul":
+                self.fold(e, lambda: wrap(consts[0] * consts[1]), call=True)
+            elif name == "int_of":
+                self.fold(e, lambda: consts[0], call=True)
+        return ret

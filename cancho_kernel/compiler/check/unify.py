@@ -1,0 +1,204 @@
+"""Type relations for body checking: inference variables, region outlives, and matching an
+actual type against a formal one (instantiating a callee's type and region parameters and
+allowing the two implicit coercions, unique→shared and a longer-lived region).
+
+A mixin of `BodyChecker` (body.py); needs `sig`, `subst`, `item`, `fail`, `mismatch`.
+"""
+
+from __future__ import annotations
+
+from ..source import Span
+from .types import (STATIC, Adt, BoxT, FnT, Param, Ref, Region, Slice, Tuple, Type, Var,
+                    regions_in, substitute)
+
+
+class TypeRelations:
+    """Mixin: unification, coercion and the outlives relation."""
+
+    def zonk(self, t: Type) -> Type:
+        """Replace solved inference variables throughout t."""
+        if isinstance(t, Var):
+            got = self.subst.get(t.uid)
+            return t if got is None else self.zonk(got)
+        if isinstance(t, Ref):
+            return Ref(t.region, t.unique, self.zonk(t.target))
+        if isinstance(t, Slice):
+            return Slice(self.zonk(t.elem))
+        if isinstance(t, Tuple):
+            return Tuple(tuple(self.zonk(p) for p in t.parts))
+        if isinstance(t, Adt) and t.args:
+            return Adt(t.key, t.name, tuple(self.zonk(a) for a in t.args))
+        if isinstance(t, BoxT):
+            return BoxT(self.zonk(t.inner))
+        if isinstance(t, FnT):
+            return FnT(tuple(self.zonk(p) for p in t.params), t.row, self.zonk(t.ret))
+        return t
+
+    def has_var(self, t: Type) -> bool:
+        t = self.zonk(t)
+        if isinstance(t, Var):
+            return True
+        if isinstance(t, Ref):
+            return self.has_var(t.target)
+        if isinstance(t, Slice):
+            return self.has_var(t.elem)
+        if isinstance(t, Tuple):
+            return any(self.has_var(p) for p in t.parts)
+        if isinstance(t, Adt):
+            return any(self.has_var(a) for a in t.args)
+        if isinstance(t, BoxT):
+            return self.has_var(t.inner)
+        return False
+
+    def solve(self, v: Var, t: Type, span: Span) -> None:
+        if self.occurs(v, t):
+            self.fail("type-mismatch", "this type would contain itself", span)
+        self.subst[v.uid] = t
+
+    def occurs(self, v: Var, t: Type) -> bool:
+        t = self.zonk(t)
+        if isinstance(t, Var):
+            return t is v
+        if isinstance(t, (Ref,)):
+            return self.occurs(v, t.target)
+        if isinstance(t, Slice):
+            return self.occurs(v, t.elem)
+        if isinstance(t, Tuple):
+            return any(self.occurs(v, p) for p in t.parts)
+        if isinstance(t, Adt):
+            return any(self.occurs(v, a) for a in t.args)
+        if isinstance(t, BoxT):
+            return self.occurs(v, t.inner)
+        return False
+
+    def outlives(self, a: Region, b: Region) -> bool:
+        """Does region a outlive region b (in this function)?"""
+        if a is b or a is STATIC:
+            return True
+        if b is STATIC:
+            return False
+        if a.kind == "param":
+            if b.kind != "param":
+                return True
+            # where inner <= outer: outer outlives inner; transitive closure.
+            seen, todo = set(), [b]
+            while todo:
+                x = todo.pop()
+                if x is a:
+                    return True
+                if x.uid in seen:
+                    continue
+                seen.add(x.uid)
+                todo += [o for (i, o) in self.sig.where if i is x]
+            return False
+        if b.kind == "param":
+            return False
+        return a in b.ancestors
+
+    # ------------------------------------------------------------ type relations
+
+    def bind(self, formal: Type, actual: Type, tsub: dict, rsub: dict, callee_regions: set,
+             span: Span, top: bool = True) -> None:
+        """Match an actual type against a formal one, instantiating the callee's type and region
+        parameters (first argument wins) and allowing the two implicit coercions."""
+        formal, actual = self.zonk(formal), self.zonk(actual)
+        if isinstance(actual, Var):
+            if formal is actual:
+                return
+            f2 = self.show(formal, tsub, rsub)
+            if isinstance(f2, Param) and f2.owner != self.item.key:
+                tsub[f2.name] = actual
+                return
+            self.solve(actual, f2, span)
+            return
+        if isinstance(formal, Var):
+            self.solve(formal, actual, span)
+            return
+        if isinstance(formal, Param) and formal.owner != self.item.key:
+            cur = tsub.get(formal.name)
+            if cur is None:
+                tsub[formal.name] = actual
+                return
+            # Already chosen by an earlier argument: the rest must agree (inference variables unify).
+            self.bind(cur, actual, tsub, rsub, set(), span, top=False)
+            return
+        if isinstance(formal, Ref):
+            if not isinstance(actual, Ref):
+                self.mismatch(self.show(formal, tsub, rsub), actual, span)
+            if formal.unique and not actual.unique:
+                self.mismatch(self.show(formal, tsub, rsub), actual, span)
+            if formal.region.uid in callee_regions:
+                cur = rsub.get(formal.region.uid)
+                if cur is None:
+                    rsub[formal.region.uid] = actual.region
+                elif not self.outlives(actual.region, cur):
+                    self.fail("reference-escapes-region",
+                              f"`{actual}` does not outlive `{cur.name}`, the region this call already chose for `&{formal.region.name}`",
+                              span)
+            elif not self.outlives(actual.region, formal.region):
+                self.fail("reference-escapes-region",
+                          f"`{actual}` does not outlive `{formal.region.name}`", span)
+            self.bind(formal.target, actual.target, tsub, rsub, callee_regions, span, top=False)
+            return
+        if isinstance(formal, Slice) and isinstance(actual, Slice):
+            self.bind(formal.elem, actual.elem, tsub, rsub, callee_regions, span, top=False)
+            return
+        if isinstance(formal, Tuple) and isinstance(actual, Tuple) and len(formal.parts) == len(actual.parts):
+            for f, a in zip(formal.parts, actual.parts):
+                self.bind(f, a, tsub, rsub, callee_regions, span, top=False)
+            return
+        if isinstance(formal, BoxT) and isinstance(actual, BoxT):
+            self.bind(formal.inner, actual.inner, tsub, rsub, callee_regions, span, top=False)
+            return
+        if isinstance(formal, Adt) and isinstance(actual, Adt) and formal.key == actual.key \
+                and len(formal.args) == len(actual.args):
+            for f, a in zip(formal.args, actual.args):
+                self.bind(f, a, tsub, rsub, callee_regions, span, top=False)
+            return
+        if isinstance(formal, FnT) and isinstance(actual, FnT) and self.fn_types_match(formal, actual):
+            return
+        if formal == actual:
+            return
+        self.mismatch(self.show(formal, tsub, rsub), actual, span)
+
+    def foreign_regions(self, t: Type) -> set:
+        """Parameter regions in t that belong to another function (a region-polymorphic function
+        used as a value): each use may instantiate them."""
+        own = {r.uid for r in self.sig.regions.values()}
+        return {r.uid for r in regions_in(t) if r.kind == "param" and r.uid not in own}
+
+    def fn_types_match(self, formal: FnT, actual: FnT) -> bool:
+        """Function types agree up to renaming the actual's foreign region parameters."""
+        free = self.foreign_regions(actual)
+        mapping: dict[int, object] = {}
+
+        def eq(f: Type, a: Type) -> bool:
+            f, a = self.zonk(f), self.zonk(a)
+            if isinstance(f, Ref) and isinstance(a, Ref):
+                if f.unique != a.unique:
+                    return False
+                if a.region.uid in free:
+                    got = mapping.setdefault(a.region.uid, f.region)
+                    if got is not f.region:
+                        return False
+                elif a.region is not f.region:
+                    return False
+                return eq(f.target, a.target)
+            if isinstance(f, FnT) and isinstance(a, FnT):
+                return (len(f.params) == len(a.params) and f.row == a.row
+                        and all(eq(x, y) for x, y in zip(f.params, a.params)) and eq(f.ret, a.ret))
+            return f == a
+
+        return eq(formal, actual)
+
+    def show(self, t: Type, tsub: dict, rsub: dict) -> Type:
+        s = {("T", k): v for k, v in tsub.items()}
+        s.update({("R", k): v for k, v in rsub.items()})
+        return substitute(t, s)
+
+    def same(self, a: Type, b: Type) -> bool:
+        return self.zonk(a) == self.zonk(b)
+
+    def coerce(self, actual: Type, expected: Type, span: Span) -> None:
+        """`actual` may be used where `expected` is wanted (unique→shared, outliving regions)."""
+        self.bind(expected, actual, {}, {}, set(), span)
