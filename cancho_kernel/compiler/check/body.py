@@ -611,7 +611,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             item = self.modules[target].items.get(callee.name.name)
             if item is None or item.kind not in ("fn", "extern"):
                 self.fail("not-a-function", f"`{q}.{callee.name.name}` is not a function in module `{target}`", callee.name.span)
-            if not item.decl.pub and target != self.item.module:
+            if not item.decl.pub and item.kind != "extern" and target != self.item.module:
                 self.fail("not-public", f"`{callee.name.name}` is private to module `{target}`; mark it `pub` there",
                           callee.name.span)
             return self.call_item(e, item)
