@@ -117,3 +117,19 @@ fn main(world: World) -> [] int {
     old_main = main.replace("edition 5;\n", "").replace(", net, clock", "").replace(
         " release(net); release(clock);", "")
     assert "not-a-function" in rules(compile_(("main.cho", old_main), ("lib.cho", lib)))
+
+
+def test_an_extern_is_callable_from_another_module_without_pub():
+    lib = 'module c.lib;\nextern fn labs[&f](ffi: &f Ffi("libc"), n: int) -> [ffi("libc")] int;\n'
+    main = """import c.lib;
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args } = split(world);
+    release(io); release(fs); release(heap); release(args);
+    let libc = narrow(ffi, "libc");
+    var n = 0;
+    borrow libc as &f in { n = lib.labs(f, 0 - 3); }
+    release(libc);
+    return n;
+}
+"""
+    assert compile_(("main.cho", main), ("lib.cho", lib)).ok
