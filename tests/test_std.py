@@ -8,7 +8,10 @@ their own `main` (argument parsing, the exact bytes written) are drivers run by 
 
 from __future__ import annotations
 
+import math
+import random
 import re
+import struct
 import subprocess
 import sys
 import textwrap
@@ -360,3 +363,125 @@ def test_python_dash_m_entry(tmp_path: Path) -> None:
                           capture_output=True, text=True, cwd=Path(__file__).resolve().parents[1])
     assert proc.returncode == 0, proc.stderr
     assert "test result: ok. 1 passed; 0 failed" in proc.stdout
+
+
+# ---------------------------------------------------------------------------------------------
+# std.math's floats against the C library (Python's math is libm): within 1 ulp
+
+MATH_OPS = ("exp", "log", "log2", "log10", "pow", "ldexp", "fabs")
+
+
+def _bits(x: float) -> int:
+    return struct.unpack("<q", struct.pack("<d", x))[0]
+
+
+def _float(b: bytes) -> float:
+    return struct.unpack("<d", b)[0]
+
+
+def _libm(op: str, a: float, b) -> float:
+    try:
+        if op in ("log", "log2", "log10") and a <= 0:
+            return -math.inf if a == 0 else math.nan
+        return {"exp": math.exp, "log": math.log, "log2": math.log2, "log10": math.log10,
+                "fabs": math.fabs}[op](a) if op not in ("pow", "ldexp") else (
+            math.pow(a, b) if op == "pow" else math.ldexp(a, b))
+    except OverflowError:
+        if op == "pow" and a < 0 and b == int(b) and int(b) % 2 == 1:
+            return -math.inf
+        return math.copysign(math.inf, a) if op == "ldexp" else math.inf
+    except ValueError:
+        if op == "pow" and a == 0 and b < 0:
+            odd = b == int(b) and int(b) % 2 == 1
+            return math.copysign(math.inf, a) if odd else math.inf
+        return math.nan
+
+
+def _ulps(x: float, y: float) -> float:
+    if math.isnan(x) or math.isnan(y):
+        return 0 if math.isnan(x) and math.isnan(y) else math.inf
+    if x == y:
+        return 0 if math.copysign(1, x) == math.copysign(1, y) else math.inf
+
+    def ordered(v: float) -> int:
+        i = _bits(v)
+        return -(i & 0x7FFFFFFFFFFFFFFF) if i < 0 else i
+
+    return abs(ordered(x) - ordered(y))
+
+
+MATH_SPECIAL = [
+    ("exp", 0.0, 0), ("exp", -0.0, 0), ("exp", 1.0, 0), ("exp", -1.0, 0), ("exp", 709.78, 0),
+    ("exp", 709.8, 0), ("exp", -745.1, 0), ("exp", -745.2, 0), ("exp", -708.5, 0),
+    ("exp", math.inf, 0), ("exp", -math.inf, 0), ("exp", math.nan, 0), ("exp", 1e-30, 0),
+    ("log", 1.0, 0), ("log", 0.0, 0), ("log", -0.0, 0), ("log", -1.0, 0), ("log", math.inf, 0),
+    ("log", 5e-324, 0), ("log", math.e, 0), ("log", math.nan, 0), ("log", 1.7976931348623157e308, 0),
+    ("log2", 8.0, 0), ("log2", 2.0 ** -1074, 0), ("log2", 2.0 ** 1023, 0), ("log2", 3.0, 0),
+    ("log10", 1000.0, 0), ("log10", 1e-300, 0), ("log10", 2.0, 0), ("log10", 1e22, 0),
+    ("pow", 2.0, 10.0), ("pow", 2.0, 0.5), ("pow", -2.0, 3.0), ("pow", -2.0, 2.0),
+    ("pow", -8.0, 1.0 / 3.0), ("pow", 0.0, -1.0), ("pow", -0.0, -1.0), ("pow", -0.0, -2.0),
+    ("pow", -0.0, 3.0), ("pow", math.inf, -1.0), ("pow", -math.inf, 3.0), ("pow", -math.inf, 2.0),
+    ("pow", 2.0, 1024.0), ("pow", 2.0, -1074.0), ("pow", 2.0, -1075.0), ("pow", 2.0, -1074.5),
+    ("pow", -1.0, math.inf), ("pow", 0.5, math.inf), ("pow", 0.5, -math.inf), ("pow", 2.0, -math.inf),
+    ("pow", math.nan, 0.0), ("pow", 1.0, math.nan), ("pow", math.nan, 1.0), ("pow", 10.0, -5.0),
+    ("pow", 1.0000001, 1e10), ("pow", 0.9999999, -1e10), ("pow", 1.5, 1e20), ("pow", -1.5, 1e20),
+    ("pow", 5e-324, 0.5), ("pow", 1e-310, 0.9), ("pow", 3.0, 0.0), ("pow", -1.0, 1e300),
+    ("ldexp", 1.0, 1023), ("ldexp", 1.0, 1024), ("ldexp", 1.0, -1074), ("ldexp", 1.0, -1075),
+    ("ldexp", 1.5, -1074), ("ldexp", 3.0, -1075), ("ldexp", 2.0 ** -1074, 2098),
+    ("ldexp", 1.7976931348623157e308, -2098), ("ldexp", -1.0, 5000), ("ldexp", 1.0, -5000),
+    ("ldexp", 0.75, -1073), ("ldexp", math.inf, -3), ("ldexp", math.nan, 2), ("ldexp", -0.0, 7),
+    ("fabs", -0.0, 0), ("fabs", -math.inf, 0), ("fabs", -3.5, 0), ("fabs", math.nan, 0),
+]
+
+
+def _math_cases() -> list[tuple[str, float, object]]:
+    rnd = random.Random(20240601)
+
+    def any_float() -> float:
+        c = rnd.random()
+        if c < 0.3:
+            return rnd.uniform(-750, 750)
+        if c < 0.6:
+            return rnd.uniform(0, 10)
+        if c < 0.8:
+            return math.ldexp(rnd.random(), rnd.randint(-1074, 1024))
+        return struct.unpack("<d", struct.pack("<Q", rnd.getrandbits(64)))[0]
+
+    cases = list(MATH_SPECIAL)
+    for _ in range(4000):
+        op = rnd.choice(MATH_OPS)
+        a = any_float()
+        b: object = 0
+        if op == "pow":
+            b = rnd.choice([any_float(), rnd.uniform(-40, 40), float(rnd.randint(-60, 60)),
+                            rnd.uniform(-2000, 2000)])
+            if rnd.random() < 0.4:
+                a = rnd.uniform(0, 3) * rnd.choice([1, -1])
+        elif op == "ldexp":
+            b = rnd.randint(-2200, 2200)
+        elif op in ("log", "log2", "log10") and rnd.random() < 0.7:
+            a = abs(a)
+        cases.append((op, a, b))
+    return cases
+
+
+def test_math_floats_within_one_ulp_of_libm(tmp_path: Path) -> None:
+    exe = build(tmp_path, STD_TESTS / "math_driver.cho")
+    cases = _math_cases()
+    data = b"".join(
+        bytes([MATH_OPS.index(op)]) + struct.pack("<d", a)
+        + struct.pack("<q", _bits(b) if op == "pow" else b)
+        for op, a, b in cases)
+    res = run_executable(exe, [str(exe)], data, StdoutTarget.pipe(),
+                         RunLimits(timeout=60, max_output=None))
+    assert res.exit_status == 0, res.describe()
+    assert len(res.stdout) == 8 * len(cases)
+    bad = []
+    for n, (op, a, b) in enumerate(cases):
+        got = _float(res.stdout[8 * n: 8 * n + 8])
+        want = _libm(op, a, b)
+        exact = op in ("ldexp", "fabs") or (op, a, b) in MATH_SPECIAL
+        if _ulps(got, want) > (0 if exact and not math.isfinite(want) or op in ("ldexp", "fabs")
+                               else 1):
+            bad.append(f"{op}({a!r}, {b!r}) = {got!r}, libm {want!r}")
+    assert not bad, "\n".join(bad[:20])
