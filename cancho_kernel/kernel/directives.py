@@ -12,8 +12,9 @@ Diagnostics keep pointing at the cell's own lines: the text after the directives
 ``SourceFile`` whose ``line_offset`` is the number of lines removed.
 
 Every directive is registered in :data:`REGISTRY` with its usage and help; an unknown directive
-is an error that names the known ones. Later issues add ``%authority``, ``%%bench`` and ``%%c``
-by registering more handlers (one function each), nothing else changes.
+is an error that names the known ones. ``bench.py`` (``%%c``, ``%bench``, ``%%bench``,
+``%programs``) and ``authority_view.py`` (``%authority``, ``%%authority``) register theirs the same
+way; they are imported at the end of this module.
 """
 
 from __future__ import annotations
@@ -61,7 +62,8 @@ class Context(Protocol):
     failed: bool
 
     def stream(self, name: str, text: str) -> None: ...
-    def display(self, data: dict, metadata: dict | None = None) -> None: ...
+    def display(self, data: dict, metadata: dict | None = None, display_id: str | None = None) -> None: ...
+    def update(self, data: dict, metadata: dict | None = None, *, display_id: str) -> None: ...
     def result(self, data: dict, metadata: dict | None = None) -> None: ...
     def fail(self, failure: P.Failure) -> None: ...
     def page(self, text: str) -> None: ...
@@ -278,6 +280,7 @@ class RunOptions:
     limits: RunLimits
     expect_status: int | None = None
     expect_signal: int | None = None
+    name: str | None = None   # `--name NAME`: keep the compiled program for %bench
 
 
 def _run_parser() -> _Parser:
@@ -292,6 +295,7 @@ def _run_parser() -> _Parser:
     p.add_argument("--expect-status", type=int, default=None)
     p.add_argument("--expect-signal", default=None)
     p.add_argument("--expect-trap", action="store_true")
+    p.add_argument("--name", default=None)
     return p
 
 
@@ -315,7 +319,7 @@ def parse_run_options(args: str, settings: Settings) -> RunOptions:
         raise DirectiveError("give --expect-status or --expect-signal, not both")
     return RunOptions(ns.backend or settings.backend, target,
                       unescape(ns.stdin) if ns.stdin is not None else b"", list(ns.args), limits,
-                      ns.expect_status, expect_signal)
+                      ns.expect_status, expect_signal, ns.name)
 
 
 # -- what a cell's text does ------------------------------------------------------------------------
@@ -331,14 +335,24 @@ def run_body(ctx: Context, body: Body, opts: RunOptions, use_last_main: bool) ->
     if not outcome.ok:
         ctx.fail(P.refusal(outcome.diagnostics))
         return
+    if opts.name is not None and not outcome.has_main:
+        raise DirectiveError("%%run --name keeps a program: the cell needs a `main` (or run one first)")
     ctx.session.commit(outcome)
     if not outcome.has_main:
         ctx.display({"text/plain": P.defined_text(outcome)})
         return
-    run_ir(ctx, outcome.ir, opts)
+    kept = None
+    if opts.name is not None:
+        from .bench import BenchFailed, keep_named
+        try:
+            kept = keep_named(ctx, opts.name, outcome, opts, outcome.source.path)
+        except BenchFailed as e:
+            ctx.fail(e.failure)
+            return
+    run_ir(ctx, outcome.ir, opts, kept)
 
 
-def run_ir(ctx: Context, ir: str, opts: RunOptions) -> None:
+def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
     req = RunRequest(ir=ir, backend=opts.backend, target=opts.target, stdin=opts.stdin,
                      args=opts.args, limits=opts.limits)
     result, failed, interrupted = ctx.runner.run(req)
@@ -356,10 +370,16 @@ def run_ir(ctx: Context, ir: str, opts: RunOptions) -> None:
     assert result is not None
     failure = P.judge(result, opts.target, opts.expect_status, opts.expect_signal)
     meta = P.run_metadata(result, opts.backend, opts.target)
+    text = P.summary(result, opts.target)
+    if kept is not None:
+        if result.compile_seconds is not None and kept.backend == "jit":
+            kept.mcjit_seconds = result.compile_seconds
+        text += f"\nkept as `{kept.name}` ({kept.backend}) for %bench"
+        meta["cancho"]["kept_as"] = kept.name
     if failure is not None:
         ctx.fail(failure)
     else:
-        ctx.result({"text/plain": P.summary(result, opts.target)}, meta)
+        ctx.result({"text/plain": text}, meta)
 
 
 # -- the directives -----------------------------------------------------------------------------------
@@ -367,9 +387,9 @@ def run_ir(ctx: Context, ir: str, opts: RunOptions) -> None:
 
 @directive("%%run", "%%run [--backend jit|exe] [--stdout pipe|/dev/full|closed|broken-pipe[:N]] "
            "[--stdin TEXT] [--args A B ...] [--timeout S] [--max-output N] [--memory N] "
-           "[--expect-status N | --expect-signal SIG | --expect-trap]",
+           "[--expect-status N | --expect-signal SIG | --expect-trap] [--name NAME]",
            "compile the cell with the session and run it with these options; without a `main` in the "
-           "cell, the last `main` runs again")
+           "cell, the last `main` runs again; --name keeps the program for %bench")
 def _run(ctx: Context, args: str, body: Body) -> None:
     opts = parse_run_options(args, ctx.settings)
     if body.blank:
@@ -578,6 +598,10 @@ def _help(ctx: Context, args: str, body: Body) -> None:
 def _clear(ctx: Context, args: str, body: Body) -> None:
     ctx.clear()
 
+
+# Directives defined in their own modules register themselves on import.
+from . import bench as _bench  # noqa: E402,F401
+from . import authority_view as _authority_view  # noqa: E402,F401
 
 __all__ = ["REGISTRY", "Settings", "Body", "DirectiveError", "execute", "parse_header", "help_text",
            "known_names"]

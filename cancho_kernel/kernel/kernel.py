@@ -56,8 +56,14 @@ class CellContext:
     def stream(self, name: str, text: str) -> None:
         self._send("stream", {"name": name, "text": text})
 
-    def display(self, data: dict, metadata: dict | None = None) -> None:
-        self._send("display_data", {"data": data, "metadata": metadata or {}, "transient": {}})
+    def display(self, data: dict, metadata: dict | None = None, display_id: str | None = None) -> None:
+        transient = {"display_id": display_id} if display_id else {}
+        self._send("display_data", {"data": data, "metadata": metadata or {}, "transient": transient})
+
+    def update(self, data: dict, metadata: dict | None = None, *, display_id: str) -> None:
+        """Replace a display published with ``display_id`` (also after the cell has ended)."""
+        self._send("update_display_data", {"data": data, "metadata": metadata or {},
+                                           "transient": {"display_id": display_id}})
 
     def result(self, data: dict, metadata: dict | None = None) -> None:
         self.result_text = data.get("text/plain")
@@ -203,4 +209,5 @@ class CanchoKernel(Kernel):
 
     async def do_shutdown(self, restart):
         self.runner.close()
+        self.cancho_session.programs.close()
         return {"status": "ok", "restart": restart}

@@ -109,6 +109,7 @@ class CellOutcome:
     has_main: bool = False
     ir: str | None = None               # when compiled and accepted
     timings: dict[str, float] = field(default_factory=dict)
+    program: object = None              # the checked program (for %authority), when accepted
     _commit: object = None
 
     @property
@@ -120,6 +121,11 @@ class Session:
     """Items, imports and the default edition of one kernel session."""
 
     def __init__(self) -> None:
+        from .named import ProgramStore
+
+        # Named programs and C baselines (%%run --name, %%c) are build products, not items:
+        # %reset keeps them.
+        self.programs = ProgramStore()
         self.reset()
 
     def reset(self) -> None:
@@ -177,10 +183,11 @@ class Session:
         has_main = main is not None or main_item is not None
         if compile and has_main:
             res = api.compile_files(files, hint=source.path)
-            outcome = CellOutcome(source, list(res.diagnostics), ir=res.ir, timings=res.timings)
+            outcome = CellOutcome(source, list(res.diagnostics), ir=res.ir, timings=res.timings,
+                                  program=res.program)
         else:
             res = api.check_files(files, hint=source.path)
-            outcome = CellOutcome(source, list(res.diagnostics))
+            outcome = CellOutcome(source, list(res.diagnostics), program=res.program)
         outcome.has_main = has_main
         outcome.edition = explicit_edition
         for (mod, name), decl in own.items():

@@ -1,0 +1,101 @@
+"""``%authority [--json]`` and ``%%authority``: the authority report of the session's program
+(runtime.md §7) in a notebook.
+
+* ``%%authority`` checks the cell with the session (its ``main``, or the last one when it has
+  none), commits its items like ``%%check``, and shows the report of that program; nothing runs.
+* ``%authority`` (on a cell of its own) shows the report of the last ``main``.
+
+Output: ``text/plain`` is the exact text report of runtime.md §7.2 (``--json``: the exact JSON of
+§7.3), ``text/html`` a readable table (labels, the categories the program never touches, the
+symbols it is unbounded by, provably pure functions), and ``application/json`` the report's data.
+"""
+
+from __future__ import annotations
+
+import html
+
+from . import presentation as P
+from .directives import Body, Context, DirectiveError, directive, split_args
+
+
+def _report(program):
+    from ..compiler.authority import authority_report
+
+    return authority_report(program)
+
+
+def _html(rep) -> str:
+    def cell_list(items: list[str], empty: str) -> str:
+        if not items:
+            return f"<i>{html.escape(empty)}</i>"
+        return "<br>".join(f"<code>{html.escape(x)}</code>" for x in items)
+
+    labels = [str(l) + (" ← unbounded" if l.name == "ffi" else "") for l in rep.labels]
+    rows = [
+        ("performs", cell_list(labels, "nothing")),
+        ("never touches", cell_list(rep.untouched(), "— (touches every category)")),
+        ("unbounded by", cell_list(rep.unbounded_by, "nothing: every foreign call is bounded" if rep.bounded
+                                   else "")),
+        ("foreign symbols", cell_list(rep.foreign_symbols, "none")),
+        (f"provably pure ({len(rep.pure)} of {rep.functions})", cell_list(rep.pure, "none")),
+        ("evaluated at compile time", f"{rep.folded_operators} operators, {rep.folded_calls} calls"),
+    ]
+    head = ("<p><b style=\"color:#b00\">UNBOUNDED</b>: this program calls foreign code; the labels bound it "
+            "everywhere except through the symbols under “unbounded by”.</p>" if not rep.bounded
+            else "<p><b>bounded</b>: everything this program may reach is in its labels.</p>")
+    body = "".join(f"<tr><th style=\"text-align:left;vertical-align:top\">{html.escape(k)}</th><td "
+                   f"style=\"text-align:left\">{v}</td></tr>" for k, v in rows)
+    return f"{head}<table class=\"cancho-authority\"><tbody>{body}</tbody></table>"
+
+
+def show(ctx: Context, program, as_json: bool) -> None:
+    try:
+        rep = _report(program)
+    except ImportError:
+        ctx.fail(P.simple_failure("unavailable", "the authority report is not built yet "
+                                                 "(cancho_kernel/compiler/authority.py)"))
+        return
+    text = rep.to_json() if as_json else rep.text()
+    ctx.display({"text/plain": text.rstrip("\n"), "text/html": _html(rep),
+                 "application/json": rep.data},
+                {"cancho": {"authority": rep.data}})
+
+
+def _program_of(ctx: Context, body: Body, what: str):
+    outcome = ctx.session.process(body.source(ctx.session), compile=False, use_last_main=True)
+    if not outcome.ok:
+        ctx.fail(P.refusal(outcome.diagnostics))
+        return None
+    if not outcome.has_main:
+        raise DirectiveError(f"{what} reports on a program: write a `main` in the cell or run one first")
+    ctx.session.commit(outcome)
+    return outcome.program
+
+
+@directive("%authority", "%authority [--json]", "show the authority report (runtime.md §7) of the last `main` "
+           "with the session's items: what it performs, never touches, is unbounded by")
+def _authority_line(ctx: Context, args: str, body: Body) -> None:
+    words = split_args(args)
+    if words not in ([], ["--json"]):
+        raise DirectiveError("%authority takes only --json")
+    if not body.blank:
+        raise DirectiveError("%authority reports on the last `main`; to report on this cell's program use %%authority")
+    if ctx.session.last_main is None:
+        raise DirectiveError("%authority: no `main` yet: run a cell with `fn main(world: World) -> [] int` first")
+    program = _program_of(ctx, body, "%authority")
+    if program is not None:
+        show(ctx, program, words == ["--json"])
+
+
+@directive("%%authority", "%%authority [--json]", "check the cell with the session (its `main`, or the last one) "
+           "and show the program's authority report instead of running it")
+def _authority_cell(ctx: Context, args: str, body: Body) -> None:
+    words = split_args(args)
+    if words not in ([], ["--json"]):
+        raise DirectiveError("%%authority takes only --json")
+    program = _program_of(ctx, body, "%%authority")
+    if program is not None:
+        show(ctx, program, words == ["--json"])
+
+
+__all__ = ["show"]

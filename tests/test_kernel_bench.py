@@ -1,0 +1,331 @@
+"""Timings in the kernel, driven through jupyter_client like a notebook: ``%%c`` baselines, named
+programs, ``%bench`` / ``%%bench`` (plot, table, raw JSON, no timing in ``text/plain``), an
+interrupted bench, the widget explorer (a frontend-style ``comm_msg`` state update re-publishes
+the plot), and ``%authority``.
+
+Run counts are tiny (``--runs 2``); no test compares a time with a threshold.
+"""
+
+from __future__ import annotations
+
+import base64
+import re
+import time
+
+import pytest
+from jupyter_client.manager import start_new_kernel
+
+pytestmark = pytest.mark.usefixtures("cancho_kernelspec")
+
+HELLO = """fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args } = split(world);
+    release(ffi);
+    release(fs);
+    release(heap);
+    release(args);
+    borrow mut io as &!i in {
+        write_bytes(i, "hello, world\\n");
+    }
+    release(io);
+    return 0;
+}
+"""
+
+# {N} is the explorer's placeholder: the slider's value replaces it before the cell is compiled.
+LINES = """fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args } = split(world);
+    release(ffi);
+    release(fs);
+    release(heap);
+    release(args);
+    var n = 0;
+    borrow mut io as &!i in {
+        while n < {N} {
+            write_bytes(i, "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcde\\n");
+            n = n + 1;
+        }
+    }
+    release(io);
+    return 0;
+}
+"""
+
+C_HELLO = '#include <stdio.h>\nint main(void) {\n    fputs("hello, world\\n", stdout);\n    return 0;\n}\n'
+C_SLEEPY = "#include <unistd.h>\nint main(void) { usleep(200000); return 0; }\n"
+
+TIMING = re.compile(r"\d+\.\d+|\d\s*ms\b|\d\s*s\b|×|\dx\b")
+
+
+@pytest.fixture(scope="module")
+def kernel():
+    km, kc = start_new_kernel(kernel_name="cancho", startup_timeout=60)
+    yield km, kc
+    kc.stop_channels()
+    km.shutdown_kernel(now=True)
+
+
+class Cell:
+    def __init__(self, reply: dict, outputs: list[dict]) -> None:
+        self.reply, self.outputs = reply, outputs
+
+    @property
+    def status(self) -> str:
+        return self.reply["content"]["status"]
+
+    def of(self, msg_type: str) -> list[dict]:
+        return [m["content"] for m in self.outputs if m["msg_type"] == msg_type]
+
+    @property
+    def error(self) -> dict | None:
+        errs = self.of("error")
+        return errs[0] if errs else None
+
+    @property
+    def result(self) -> dict | None:
+        res = self.of("execute_result")
+        return res[0] if res else None
+
+    def stream(self, name: str) -> str:
+        return "".join(c["text"] for c in self.of("stream") if c["name"] == name)
+
+    def plains(self) -> list[str]:
+        return [c["data"].get("text/plain", "") for c in self.of("display_data") + self.of("execute_result")]
+
+
+def run(kernel, code: str, timeout: float = 60) -> Cell:
+    _, kc = kernel
+    outputs: list[dict] = []
+
+    def hook(msg: dict) -> None:
+        if msg["msg_type"] not in ("status", "execute_input"):
+            outputs.append(msg)
+
+    reply = kc.execute_interactive(code, output_hook=hook, timeout=timeout)
+    return Cell(reply, outputs)
+
+
+def assert_alive(kernel) -> None:
+    cell = run(kernel, HELLO)
+    assert cell.status == "ok", cell.outputs
+    assert cell.stream("stdout") == "hello, world\n"
+
+
+def assert_bench_output(cell: Cell, labels: list[str], runs: int) -> dict:
+    assert cell.status == "ok", cell.outputs
+    res = cell.result
+    assert res is not None, cell.outputs
+    data = res["data"]
+    assert set(data) >= {"text/plain", "image/png", "text/html"}
+    assert base64.b64decode(data["image/png"]).startswith(b"\x89PNG")
+    assert data["text/plain"] == f"bench: {' vs '.join(labels)}, {runs} run{'s' if runs != 1 else ''} each"
+    for text in cell.plains():  # the progress display too: nothing nbval could not compare
+        assert not TIMING.search(text), text
+    assert "<table" in data["text/html"] and "wall ms" in data["text/html"]
+    doc = res["metadata"]["cancho"]["bench"]
+    assert doc["runs"] == runs and [it["label"] for it in doc["items"]] == labels
+    for it in doc["items"]:
+        assert len(it["samples"]["wall_ms"]) == runs
+        w = it["wall_ms"]
+        assert w["min"] <= w["median"] <= w["max"] and w["min"] > 0
+        assert it["user_ms"]["n"] == runs and it["peak_rss_kib"]["median"] > 0
+        assert it["ratio"]["min"] <= it["ratio"]["median"] <= it["ratio"]["max"]
+    assert doc["items"][0]["ratio"]["median"] == pytest.approx(1.0)
+    return doc
+
+
+# -- %%c -----------------------------------------------------------------------------------------------
+
+
+def test_c_baseline_compiles_runs_and_is_listed(kernel):
+    cell = run(kernel, "%%c hello\n" + C_HELLO)
+    assert cell.status == "ok", cell.outputs
+    assert cell.plains() == ["kept C baseline `C:hello` (cc -O2)"]
+    again = run(kernel, "%%c hello --run\n" + C_HELLO)
+    assert again.status == "ok", again.outputs
+    assert again.stream("stdout") == "hello, world\n"
+    assert again.result["data"]["text/plain"] == "replaced C baseline `C:hello` (cc -O2)\nreturned 0"
+    meta = again.result["metadata"]["cancho"]
+    assert meta["compile_seconds"] > 0 and meta["link_seconds"] > 0
+    listed = run(kernel, "%programs")
+    assert "C:hello: C baseline, cc -O2" in listed.plains()[0]
+
+
+def test_c_compile_error_is_shown_like_a_refusal(kernel):
+    cell = run(kernel, "%%c broken\n#include <stdio.h>\nint main(void) {\n    return nope;\n}\n")
+    assert cell.status == "error"
+    err = cell.error
+    assert err["ename"] == "c-compile-error"
+    assert "nope" in err["evalue"]
+    tb = "\n".join(err["traceback"])
+    assert "Traceback" not in tb and "cancho-programs" not in tb
+    assert re.search(r"cell\[\d+\]:4:\d+", tb), tb  # the cell's own line 4 (the %%c line is 1)
+    assert len(cell.of("error")) == 1
+    assert run(kernel, "%bench C:broken").error["ename"] == "directive-error"
+
+
+def test_c_link_error(kernel):
+    cell = run(kernel, "%%c unlinked\nint missing(void);\nint main(void) { return missing(); }\n")
+    assert cell.status == "error" and cell.error["ename"] == "c-link-error"
+    assert "missing" in "\n".join(cell.error["traceback"])
+
+
+# -- named programs and %bench -------------------------------------------------------------------------
+
+
+def test_run_name_keeps_the_program_and_bench_compares(kernel):
+    assert run(kernel, "%%c hello\n" + C_HELLO).status == "ok"
+    cell = run(kernel, "%%run --name hello_k\n" + HELLO)
+    assert cell.status == "ok", cell.outputs
+    assert cell.stream("stdout") == "hello, world\n"
+    assert cell.result["data"]["text/plain"] == "returned 0\nkept as `hello_k` (jit) for %bench"
+    exe = run(kernel, "%%run --backend exe --name hello_x\n" + HELLO)
+    assert exe.status == "ok", exe.outputs
+    bench = run(kernel, "%bench hello_k hello_x C:hello --runs 2")
+    doc = assert_bench_output(bench, ["hello_k", "hello_x", "C hello"], 2)
+    assert [it["backend"] for it in doc["items"]] == ["jit", "exe", "cc"]
+    build = {it["label"]: it["build"] for it in doc["items"]}
+    assert build["hello_x"]["compile_ms"] > 0 and build["hello_x"]["link_ms"] > 0
+    assert build["C hello"]["compile_ms"] > 0 and build["C hello"]["link_ms"] > 0
+    assert build["hello_k"]["mcjit_ms"] is not None and build["hello_k"]["link_ms"] is None
+    assert doc["stdout"] == "/dev/null"
+
+
+def test_bench_of_an_unknown_name_and_bad_options(kernel):
+    unknown = run(kernel, "%bench nobody")
+    assert unknown.status == "error" and unknown.error["ename"] == "directive-error"
+    assert "nobody" in unknown.error["evalue"]
+    assert run(kernel, "%bench").error["ename"] == "directive-error"
+    assert run(kernel, "%bench C:hello --stdout somewhere").error["ename"] == "directive-error"
+
+
+def test_cell_bench_on_both_backends_against_a_baseline(kernel):
+    assert run(kernel, "%%c hello\n" + C_HELLO).status == "ok"
+    cell = run(kernel, "%%bench C:hello --backend both --runs 2 --warmup 0\n" + HELLO)
+    doc = assert_bench_output(cell, ["cell [jit]", "cell [exe]", "C hello"], 2)
+    assert doc["warmup"] == 0
+    # The cell's main became the session's last main: %%run with an empty body runs it again.
+    assert run(kernel, "%%run\n").stream("stdout") == "hello, world\n"
+
+
+def test_a_failing_run_stops_the_bench(kernel):
+    code = HELLO.replace("return 0;", "return 3;")
+    cell = run(kernel, "%%bench --runs 2\n" + code)
+    assert cell.status == "error" and cell.error["ename"] == "bench-run-failed"
+    assert "returned 3" in cell.error["evalue"]
+    ok = run(kernel, "%%bench --runs 1 --expect-status 3\n" + code)
+    assert ok.status == "ok", ok.outputs
+
+
+def test_interrupting_a_long_bench(kernel):
+    km, kc = kernel
+    assert run(kernel, "%%c sleepy\n" + C_SLEEPY).status == "ok"
+    msg_id = kc.execute("%bench C:sleepy --runs 200")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        msg = kc.get_iopub_msg(timeout=30)
+        if msg["parent_header"].get("msg_id") == msg_id and msg["msg_type"] == "execute_input":
+            break
+    time.sleep(1.0)
+    km.interrupt_kernel()
+    reply = kc.get_shell_msg(timeout=20)
+    assert reply["parent_header"]["msg_id"] == msg_id
+    assert reply["content"]["status"] == "error"
+    assert reply["content"]["ename"] == "KeyboardInterrupt"
+    errors, results = [], []
+    while True:
+        msg = kc.get_iopub_msg(timeout=10)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        if msg["msg_type"] == "error":
+            errors.append(msg["content"])
+        if msg["msg_type"] == "execute_result":
+            results.append(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            break
+    assert [e["ename"] for e in errors] == ["KeyboardInterrupt"]
+    assert "interrupted after" in errors[0]["evalue"] and not results
+    assert_alive(kernel)
+
+
+# -- the widget explorer --------------------------------------------------------------------------------
+
+
+def _collect_until_idle(kc, msg_id: str, timeout: float = 60) -> list[dict]:
+    msgs = []
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        msg = kc.get_iopub_msg(timeout=timeout)
+        if msg["parent_header"].get("msg_id") != msg_id:
+            continue
+        msgs.append(msg)
+        if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
+            return msgs
+    pytest.fail("the kernel did not become idle")
+
+
+def test_explorer_slider_update_republishes_the_plot(kernel):
+    """A raw client plays the frontend: it finds the slider's comm among the comm_open messages and
+    sends the state update a frontend sends when the slider moves (kernel.md §3.8–3.9)."""
+    _, kc = kernel
+    assert run(kernel, "%%c hello\n" + C_HELLO).status == "ok"
+    msg_id = kc.execute("%%bench --interactive --arg N=10:1000:10 --runs 1 --warmup 0 C:hello\n" + LINES)
+    msgs = _collect_until_idle(kc, msg_id)
+    errors = [m["content"] for m in msgs if m["msg_type"] == "error"]
+    assert not errors, errors
+    opens = [m["content"] for m in msgs if m["msg_type"] == "comm_open"]
+    sliders = [c for c in opens if c["data"]["state"].get("_model_name") == "IntSliderModel"]
+    assert len(sliders) == 1 and sliders[0]["data"]["state"]["value"] == 10
+    dropdowns = [c["data"]["state"]["description"] for c in opens
+                 if c["data"]["state"].get("_model_name") == "DropdownModel"]
+    assert sorted(dropdowns) == ["backend", "stdout"]
+    plots = [m["content"] for m in msgs if m["msg_type"] == "display_data"
+             and m["content"].get("transient", {}).get("display_id")]
+    assert len(plots) == 1
+    display_id = plots[0]["transient"]["display_id"]
+    assert "image/png" in plots[0]["data"]
+    assert plots[0]["data"]["text/plain"] == "bench: cell vs C hello, 1 run each, N=10"
+    assert plots[0]["metadata"]["cancho"]["bench"]["values"] == {"N": 10}
+
+    slider = sliders[0]["comm_id"]
+    update = kc.session.msg("comm_msg", {"comm_id": slider,
+                                         "data": {"method": "update", "state": {"value": 500},
+                                                  "buffer_paths": []}})
+    kc.shell_channel.send(update)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        msg = kc.get_iopub_msg(timeout=60)
+        if msg["msg_type"] == "update_display_data" and \
+                msg["content"]["transient"].get("display_id") == display_id:
+            content = msg["content"]
+            break
+    else:
+        pytest.fail("the plot was not re-published")
+    assert "image/png" in content["data"], content["data"].get("text/plain")
+    assert content["data"]["text/plain"] == "bench: cell vs C hello, 1 run each, N=500"
+    doc = content["metadata"]["cancho"]["bench"]
+    assert doc["values"] == {"N": 500} and doc["explorer"]["reruns"] == 1
+    assert_alive(kernel)
+
+
+def test_explorer_needs_an_arg(kernel):
+    cell = run(kernel, "%%bench --interactive\n" + HELLO)
+    assert cell.status == "error" and cell.error["ename"] == "directive-error"
+
+
+# -- %authority ------------------------------------------------------------------------------------------
+
+
+def test_authority_of_a_cell_and_of_the_last_main(kernel):
+    cell = run(kernel, "%%authority\n" + HELLO)
+    assert cell.status == "ok", cell.outputs
+    (shown,) = cell.of("display_data")
+    text = shown["data"]["text/plain"]
+    assert text.startswith("performs\n    io_write\nnever touches\n    the filesystem")
+    assert "<table" in shown["data"]["text/html"] and "never touches" in shown["data"]["text/html"]
+    assert shown["data"]["application/json"]["effects"] == ["io_write"]
+    assert shown["data"]["application/json"]["bounded"] is True
+    assert cell.stream("stdout") == ""  # reported, not run
+    js = run(kernel, "%authority --json")
+    assert js.status == "ok", js.outputs
+    assert js.plains()[0].startswith('{\n  "bounded": true,\n  "unbounded_by": [],')
+    assert run(kernel, "%authority --bogus").error["ename"] == "directive-error"
