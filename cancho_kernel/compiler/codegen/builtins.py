@@ -6,6 +6,8 @@ A mixin of `FnLowering`. Every check that can trap branches to the function's `u
 
 from __future__ import annotations
 
+import platform
+import struct
 from typing import Optional
 
 from llvmlite import ir
@@ -15,6 +17,9 @@ from ..check.types import Slice
 from .layout import DOUBLE, I1, I8, I32, I64, PTR, SLICE
 
 TWO63 = 9223372036854775808.0
+# glibc's FILE layout is part of its ABI (the getc_unlocked macro in <stdio.h> reads it).
+GLIBC_STDIO = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc" \
+    and struct.calcsize("P") == 8
 CANONICAL_NAN = 0x7FF8000000000000
 
 
@@ -39,8 +44,7 @@ class BuiltinLowering:
             stream = b.load(rt.stream("stdout"), typ=PTR)
             return b.sext(b.call(rt.libc("putc"), [b.trunc(args[1], I32), stream]), I64)
         if name == "getchar":
-            stream = b.load(rt.stream("stdin"), typ=PTR)
-            return b.sext(b.call(rt.libc("getc"), [stream]), I64)
+            return self.getchar()
         if name in ("write_bytes", "write_err"):
             s = args[1]
             stream = b.load(rt.stream("stdout" if name == "write_bytes" else "stderr"), typ=PTR)
@@ -66,6 +70,36 @@ class BuiltinLowering:
             self.b.position_at_end(self.func.append_basic_block("after.trap"))
             return ir.Constant(I64, 0)
         raise NotImplementedError(f"the builtin `{name}` is not supported yet by cancho-kernel's code generator")
+
+    def getchar(self) -> ir.Value:
+        """One byte of stdin, -1 at the end. On glibc this is the body of `getc_unlocked`, as C's
+        own headers expand it: take the next byte of the stream's buffer, or call `__uflow` to
+        refill it (which also reports the end and sets the stream's flags). A cancho program is
+        single-threaded, so the stream lock C's `getchar` checks for is never needed."""
+        b, rt = self.b, self.rt
+        stream = b.load(rt.stream("stdin"), typ=PTR)
+        if not GLIBC_STDIO:
+            return b.sext(b.call(rt.libc("getc"), [stream]), I64)
+        ptr_slot = b.gep(stream, [ir.Constant(I64, 8)], inbounds=True, source_etype=I8)   # _IO_read_ptr
+        end_slot = b.gep(stream, [ir.Constant(I64, 16)], inbounds=True, source_etype=I8)  # _IO_read_end
+        cur = b.load(ptr_slot, typ=PTR)
+        end = b.load(end_slot, typ=PTR)
+        fast = self.func.append_basic_block("getchar.fast")
+        slow = self.func.append_basic_block("getchar.refill")
+        done = self.func.append_basic_block("getchar.done")
+        b.cbranch(b.icmp_unsigned("<", b.ptrtoint(cur, I64), b.ptrtoint(end, I64)), fast, slow)
+        b.position_at_end(fast)
+        byte = b.zext(b.load(cur, typ=I8), I64)
+        b.store(b.gep(cur, [ir.Constant(I64, 1)], inbounds=True, source_etype=I8), ptr_slot)
+        b.branch(done)
+        b.position_at_end(slow)
+        refilled = b.sext(b.call(rt.libc("__uflow"), [stream]), I64)
+        b.branch(done)
+        b.position_at_end(done)
+        phi = b.phi(I64)
+        phi.add_incoming(byte, fast)
+        phi.add_incoming(refilled, slow)
+        return phi
 
     # ------------------------------------------------------------ floats
 

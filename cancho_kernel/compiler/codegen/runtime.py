@@ -19,6 +19,7 @@ LIBC: dict[str, ir.FunctionType] = {
     "getchar": ir.FunctionType(I32, []),
     "putc": ir.FunctionType(I32, [I32, PTR]),
     "getc": ir.FunctionType(I32, [PTR]),
+    "__uflow": ir.FunctionType(I32, [PTR]),
     "fwrite": ir.FunctionType(I64, [PTR, I64, I64, PTR]),
     "fflush": ir.FunctionType(I32, [PTR]),
     "ferror": ir.FunctionType(I32, [PTR]),
