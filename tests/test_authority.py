@@ -150,3 +150,50 @@ def test_cli_authority_and_refusal(tmp_path):
     r = subprocess.run([sys.executable, "-m", "cancho_kernel.cli", "authority", str(bad)],
                        capture_output=True, text=True)
     assert r.returncode == 1 and "linear-value-unconsumed" not in r.stdout and "error" in r.stderr
+
+
+WORKED_A = """\
+import std.io;
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args } = split(world);
+    release(ffi); release(fs); release(heap); release(args);
+    borrow mut io as &!i in { io.write_all(i, "hello\\n"); }
+    release(io);
+    return 0;
+}
+"""
+
+
+def test_worked_example_a_with_std_io():
+    rep = report(WORKED_A)
+    assert rep.text() == BULK_TEXT
+    assert rep.to_dict() == {"bounded": True, "unbounded_by": [], "effects": ["io_write"],
+                             "labels": [{"name": "io_write", "argument": None, "bounded": True}],
+                             "foreign_symbols": [], "pure": [], "folded_operators": 0,
+                             "folded_calls": 0, "functions": 2}
+
+
+def example_report(*paths: str):
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    result = api.compile_sources(api.load_sources([root / p for p in paths]))
+    assert result.ok, result.diagnostics
+    return authority_report(result.program)
+
+
+def test_serve_is_args_and_libc_unbounded_by_its_eight_symbols():
+    rep = example_report("examples/serve/serve.cho", "examples/serve/sockets.cho")
+    assert [str(l) for l in rep.labels] == ["args", 'ffi("libc")']
+    assert rep.unbounded_by == [f"libc:{s}" for s in
+                                ("accept", "bind", "close", "listen", "read", "setsockopt", "socket", "write")]
+    assert not rep.bounded
+    assert "never touches\n    the console\n    the filesystem\n    the network\n    the heap\n" in rep.text()
+
+
+def test_sort_and_base64_reports():
+    sort = example_report("examples/sort/sort.cho")
+    assert [str(l) for l in sort.labels] == ["args", "err_write", "file_read", 'fs_read("")', "heap",
+                                             "io_read", "io_write"]
+    assert sort.untouched() == ["the network", "signals", "other programs", "foreign code"]
+    b64 = example_report("examples/base64/base64.cho")
+    assert b64.effects == ["args", "err_write", "io_read", "io_write"] and b64.bounded
