@@ -60,8 +60,10 @@ def _resolve(argv0: str) -> str:
 
 
 def spawn_measured(argv: Sequence[str], *, stdout_path: str = DEV_NULL,
-                   cwd: str | Path | None = None, env: dict[str, str] | None = None) -> RunResult:
-    """Run argv once with stdin and stderr from/to /dev/null and stdout to ``stdout_path``.
+                   cwd: str | Path | None = None, env: dict[str, str] | None = None,
+                   stdin_path: str = DEV_NULL) -> RunResult:
+    """Run argv once with stdin from ``stdin_path`` (default /dev/null), stderr to /dev/null and
+    stdout to ``stdout_path``.
 
     The wall time brackets posix_spawn and wait4 only, so it includes process start-up and exit
     (the libc flush of stdout happens at exit, which is part of what is being measured) but not
@@ -70,7 +72,7 @@ def spawn_measured(argv: Sequence[str], *, stdout_path: str = DEV_NULL,
     """
     path = _resolve(argv[0])
     actions = [
-        (os.POSIX_SPAWN_OPEN, 0, DEV_NULL, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_OPEN, 0, stdin_path, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_OPEN, 1, stdout_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
         (os.POSIX_SPAWN_OPEN, 2, DEV_NULL, os.O_WRONLY, 0),
     ]
@@ -108,12 +110,19 @@ class Output:
 
 
 def capture_output(argv: Sequence[str], *, cwd: str | Path | None = None,
-                   timeout: float = 120.0) -> Output:
+                   timeout: float = 120.0, stdin_path: str | None = None,
+                   env: dict[str, str] | None = None) -> Output:
     """Run argv once, hashing stdout as it streams (8 MiB need not be held in memory)."""
     digest = hashlib.sha256()
     nbytes = 0
-    with subprocess.Popen(list(argv), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, cwd=cwd) as proc:
+    stdin = open(stdin_path, "rb") if stdin_path else subprocess.DEVNULL
+    try:
+        proc = subprocess.Popen(list(argv), stdin=stdin, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, cwd=cwd, env=env)
+    finally:
+        if stdin_path:
+            stdin.close()  # type: ignore[union-attr]
+    with proc:
         assert proc.stdout is not None and proc.stderr is not None
         # stderr is small for these programs; read stdout to EOF first, then stderr. A program
         # that floods stderr could block here, which none of ours does.
@@ -145,6 +154,11 @@ class Built:
     build_ms: float | None = None
     cwd: str | None = None
     note: str | None = None
+    stdin_path: str | None = None   # a file given as standard input (default /dev/null)
+    env: tuple[tuple[str, str], ...] = ()  # variables added to the environment (LC_ALL=C)
+
+    def environ(self) -> dict[str, str] | None:
+        return {**os.environ, **dict(self.env)} if self.env else None
 
 
 def _run_builder(label: str, cmd: Sequence[str], *, cwd: str | Path | None,
@@ -243,7 +257,8 @@ Runner = Callable[[Built], RunResult]
 
 
 def default_runner(variant: Built) -> RunResult:
-    return spawn_measured(variant.argv, cwd=variant.cwd)
+    return spawn_measured(variant.argv, cwd=variant.cwd, env=variant.environ(),
+                          stdin_path=variant.stdin_path or DEV_NULL)
 
 
 def time_interleaved(variants: Sequence[Built], runs: int, warmup: int,

@@ -62,6 +62,10 @@ def format_table(doc: dict[str, Any]) -> str:
     ]
     body = []
     for row in doc["rows"]:
+        if row.get("status") == "unavailable":
+            body.append([row["title"], row["backend"], row.get("reason", "unavailable"),
+                         f"{row['c']['label']}: {_side_cell(row['c'])}", "-", _ref_cell(row["reference"])])
+            continue
         body.append([
             row["title"], row["backend"],
             f"{row['cancho']['label']}: {_side_cell(row['cancho'])}",
@@ -112,6 +116,8 @@ def format_table(doc: dict[str, Any]) -> str:
             [b["program"], b["builder"],
              f"{b['ms']:.0f} ms" if b["status"] == "ok" else "failed"] for b in builds])
 
+    out += _costs_lines(doc.get("costs") or {})
+
     c = doc.get("compile") or {}
     out.append("")
     if c.get("status") == "ok":
@@ -122,6 +128,37 @@ def format_table(doc: dict[str, Any]) -> str:
         out.append(f"Compile {c.get('program', '?')}: {c.get('status', 'unavailable')}"
                    f" ({c.get('reason', '')})")
     return "\n".join(out)
+
+
+def _costs_lines(costs: dict[str, Any]) -> list[str]:
+    out: list[str] = []
+    ex = costs.get("examples")
+    if ex:
+        out += ["", "Check and compile time of the example programs (warm process, median ms; "
+                    "object = O2 + machine code, before linking):"]
+        if ex.get("status") != "ok":
+            out.append(f"  unavailable: {ex.get('reason')}")
+        else:
+            body = []
+            for p in ex["programs"]:
+                if p["status"] == "ok":
+                    ms = p["ms"]
+                    body.append([p["program"], f"{ms['check']['median']:.1f}", f"{ms['lower']['median']:.1f}",
+                                 f"{ms['object']['median']:.1f}"])
+                else:
+                    body.append([p["program"], "failed", p.get("reason", "")[:80], ""])
+            out += _table(["program", "check", "lower", "object"], body)
+    kr = costs.get("kernel_roundtrip")
+    if kr:
+        out += ["", "Kernel: a hello cell's round trip (execute_request to idle, as a frontend sees it):"]
+        if kr.get("status") != "ok":
+            out.append(f"  {kr.get('status')}: {kr.get('reason')}")
+        else:
+            out.append(f"  kernel ready after {kr['ready_ms']:.0f} ms; first cell: " + ", ".join(
+                f"{b} {v:.0f} ms" for b, v in kr["first_cell_ms"].items()))
+            out += _table(["backend", "round trip ms: median (min-max)"],
+                          [[b, _ms(s)] for b, s in kr["ms"].items()])
+    return out
 
 
 def write_json(doc: dict[str, Any], path: Path) -> None:
@@ -169,7 +206,7 @@ def validate(doc: dict[str, Any]) -> list[str]:
         w = f"rows[{i}]"
         for key in ("key", "title", "backend", "status"):
             need(row, key, str, w)
-        if row.get("status") not in ("ok", "failed"):
+        if row.get("status") not in ("ok", "failed", "unavailable"):
             errs.append(f"{w}.status: {row.get('status')!r}")
         need(row, "reference", dict, w)
         for side in ("cancho", "c"):

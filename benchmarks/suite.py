@@ -41,6 +41,13 @@ class Config:
     hello: Path = HELLO
     expected_bytes: int | None = OUTPUT_BYTES
     measure_compile: bool = True
+    # The seed's program rows (base64, sort; benchmarks/tools.py) and our own costs (example
+    # check/compile times, the kernel's hello-cell round trip). Off by default so tests that
+    # build a Config for tiny stand-in programs stay tiny; the command line turns them on.
+    tools: bool = False
+    example_costs: bool = False
+    kernel_roundtrip: bool = False
+    costs_runs: int = 5
     # How a cancho program becomes an executable; tests substitute a C build so the whole suite
     # can be exercised on tiny C programs without the compiler.
     build_cancho: Callable[[Path, Path], Built] = harness.build_cancho
@@ -61,7 +68,8 @@ def _rel(path: Path) -> str:
 def _verify(side: dict[str, Any], variant: Built, expected_bytes: int | None) -> Output | None:
     """Run once with stdout captured; record digest, size and exit status on the side."""
     try:
-        out = harness.capture_output(variant.argv, cwd=variant.cwd)
+        out = harness.capture_output(variant.argv, cwd=variant.cwd, stdin_path=variant.stdin_path,
+                                     env=variant.environ())
     except (OSError, TimeoutError) as exc:
         side["problems"].append(f"verification run failed: {exc}")
         return None
@@ -267,8 +275,23 @@ def run_suite(cfg: Config, runner: harness.Runner = harness.default_runner) -> d
                     problem = None
                 rows.append(run_row(pair, backend, c_variant, c_out, variant, problem, cfg,
                                     runner))
+        if cfg.tools:
+            from .tools import run_tool_rows
+
+            tool_rows, tool_builds = run_tool_rows(cfg, workdir, runner)
+            rows += tool_rows
+            builds += tool_builds
     compile_row = measure_compile(cfg) if cfg.measure_compile else {
         "status": "unavailable", "reason": "not requested", "program": _rel(cfg.hello)}
+    costs: dict[str, Any] = {}
+    if cfg.example_costs:
+        cfg.log("measuring check/compile time of the example programs")
+        costs["examples"] = measure_example_costs(cfg)
+    if cfg.kernel_roundtrip:
+        cfg.log("measuring the kernel's hello-cell round trip")
+        from .kernel_roundtrip import measure as roundtrip
+
+        costs["kernel_roundtrip"] = roundtrip(cfg.costs_runs)
     return {
         "schema": SCHEMA,
         "created": started.isoformat(timespec="seconds"),
@@ -280,4 +303,20 @@ def run_suite(cfg: Config, runner: harness.Runner = harness.default_runner) -> d
         "derived": derived_ratios(rows),
         "builds": builds,
         "compile": compile_row,
+        "costs": costs,
     }
+
+
+def measure_example_costs(cfg: Config) -> dict[str, Any]:
+    """benchmarks.example_costs in a child process (a compiler crash must not end the run)."""
+    cmd = [sys.executable, "-m", "benchmarks.example_costs", "--runs", str(cfg.costs_runs)]
+    try:
+        proc = subprocess.run(cmd, cwd=harness.REPO_ROOT, capture_output=True, text=True,
+                              timeout=600, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        return {"status": "failed", "reason": "timed out"}
+    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
+    if proc.returncode != 0 or not lines:
+        return {"status": "failed", "reason": f"exited {proc.returncode}: {proc.stderr.strip()[-500:]}"}
+    result: dict[str, Any] = json.loads(lines[-1])
+    return result

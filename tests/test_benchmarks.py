@@ -26,6 +26,7 @@ from benchmarks.programs import PAIRS, Pair, Reference
 from benchmarks.report import format_table, validate
 from benchmarks.stats import paired_ratios, ratio_summary, summarize
 from benchmarks.suite import Config, run_suite
+from benchmarks.tools import make_inputs, tool_rows
 
 REPO = Path(__file__).resolve().parent.parent
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) on PATH")
@@ -263,6 +264,41 @@ def test_command_line_refuses_zero_runs() -> None:
 
 # ---------------------------------------------------------------- end to end
 
+def test_tool_inputs_are_deterministic_and_sized(tmp_path: Path) -> None:
+    import base64 as b64
+
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir()
+    b.mkdir()
+    ia, ib = make_inputs(a, quick=True), make_inputs(b, quick=True)
+    for key in ia:
+        assert ia[key].read_bytes() == ib[key].read_bytes()
+    assert ia["random"].stat().st_size == 512 * 1024
+    assert b64.decodebytes(ia["encoded"].read_bytes()) == ia["random"].read_bytes()
+    assert max(len(x) for x in ia["encoded"].read_bytes().split(b"\n")) == 76
+    assert ia["lines"].read_bytes().count(b"\n") == 30_000
+
+
+def test_a_missing_example_makes_its_row_unavailable(tmp_path: Path, monkeypatch) -> None:
+    """examples/ is written by someone else: a missing program is reported, the GNU side still timed."""
+    import benchmarks.tools as tools
+
+    monkeypatch.setattr(tools, "BASE64", tmp_path / "base64.cho")
+    monkeypatch.setattr(tools, "SORT", tmp_path / "sort.cho")
+    cfg = Config(runs=1, warmup=0, quick=True, measure_compile=False, log=lambda msg: None)
+    rows, builds = tools.run_tool_rows(cfg, tmp_path, harness.default_runner)
+    assert builds == []
+    assert [r["status"] for r in rows] == ["unavailable"] * 3
+    assert rows[0]["reason"] == f"unavailable: {tmp_path / 'base64.cho'} missing"
+    if shutil.which("base64"):
+        assert rows[0]["c"]["status"] == "ok" and len(rows[0]["c"]["timing"]["samples_ms"]) == 1
+    doc = {"schema": "cancho-bench/1", "created": "x", "settings": {"runs": 1, "warmup": 0, "backends": ["exe"],
+           "stdout": "/dev/null", "output_bytes": None}, "host": {}, "rows": rows, "derived": [], "builds": [],
+           "compile": {"status": "unavailable", "reason": "not requested"}, "costs": {}}
+    assert validate(doc) == []
+    assert "unavailable: " in format_table(doc)
+
+
 def _run_cli(args: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "benchmarks", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout)
@@ -272,12 +308,29 @@ def _check_document(path: Path, runs: int, backends: list[str]) -> dict:
     doc = json.loads(path.read_text())
     assert validate(doc) == []
     assert doc["settings"]["runs"] == runs and doc["settings"]["backends"] == backends
-    assert [r["key"] for r in doc["rows"]] == [k for p in PAIRS for k in [p.key] * len(backends)]
+    tools = tool_rows()
+    assert [r["key"] for r in doc["rows"]] == (
+        [k for p in PAIRS for k in [p.key] * len(backends)]
+        + [k for t in tools for k in [t.pair.key] * len(backends)])
+    sources = {t.pair.key: t.pair.cancho_source for t in tools}
     for row in doc["rows"]:
+        if row["key"] in sources and not sources[row["key"]].exists():
+            assert row["status"] == "unavailable" and "missing" in row["reason"]
+            continue
         assert row["status"] == "ok", (row["key"], row["cancho"]["problems"], row["c"]["problems"])
         assert row["outputs_equal"] is True
-        assert row["cancho"]["output"]["bytes"] == 8 * 1024 * 1024
+        if row["key"] not in sources:
+            assert row["cancho"]["output"]["bytes"] == 8 * 1024 * 1024
     assert doc["compile"]["status"] == "ok", doc["compile"]
+    examples = doc["costs"]["examples"]
+    assert examples["status"] == "ok"
+    assert {p["program"] for p in examples["programs"]} >= {"examples/hello.cho"}
+    for p in examples["programs"]:
+        assert p["status"] == "ok", p
+        assert set(p["ms"]) == {"check", "lower", "object"}
+    kernel = doc["costs"]["kernel_roundtrip"]
+    assert kernel["status"] == "ok", kernel
+    assert set(kernel["ms"]) == {"jit", "exe"}
     return doc
 
 
@@ -292,11 +345,12 @@ def test_quick_run_end_to_end(tmp_path: Path) -> None:
 
 
 @pytest.mark.bench
+@pytest.mark.timeout(1600)
 @needs_cc
 def test_full_benchmark(tmp_path: Path) -> None:
     """The full measurement, both backends, 15 interleaved runs; prints the table."""
     out = tmp_path / "latest.json"
-    proc = _run_cli(["--backend", "both", "--json", str(out)], timeout=290)
+    proc = _run_cli(["--backend", "both", "--json", str(out)], timeout=1500)
     print(proc.stdout)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     _check_document(out, 15, ["exe", "jit"])
