@@ -329,3 +329,36 @@ def test_authority_of_a_cell_and_of_the_last_main(kernel):
     assert js.status == "ok", js.outputs
     assert js.plains()[0].startswith('{\n  "bounded": true,\n  "unbounded_by": [],')
     assert run(kernel, "%authority --bogus").error["ename"] == "directive-error"
+
+
+# -- units (no kernel) -------------------------------------------------------------------------------------
+
+
+def test_program_names_complete_after_bench_and_resolve_by_namespace():
+    from cancho_kernel.kernel.completion import complete
+    from cancho_kernel.kernel.named import Program
+    from cancho_kernel.kernel.session import Session
+
+    s = Session()
+    s.programs.put(Program("putchar", "cancho", "jit", ir="x"))
+    s.programs.put(Program("putchar", "c", "cc"))
+    s.programs.put(Program("only_c", "c", "cc"))
+    assert complete("%bench pu", 9, s)["matches"] == ["putchar"]
+    assert complete("%bench putchar C:", 17, s)["matches"] == ["C:only_c", "C:putchar"]
+    assert s.programs.resolve("putchar").kind == "cancho"
+    assert s.programs.resolve("c:putchar").kind == "c"
+    assert s.programs.resolve("only_c").label == "C only_c"
+    s.reset()  # %reset forgets items, not build products
+    assert s.programs.resolve("putchar") is not None
+
+
+def test_range_and_substitution():
+    from cancho_kernel.kernel.bench import parse_range, substitute
+    from cancho_kernel.kernel.directives import DirectiveError
+
+    assert parse_range("SIZE=64:4096:64") == ("SIZE", 64, 4096, 64)
+    assert parse_range("N=1:10")[3] == 1
+    for bad in ("SIZE", "SIZE=9:1", "1X=1:2", "N=a:b", "N=1:2:0"):
+        with pytest.raises(DirectiveError):
+            parse_range(bad)
+    assert substitute("while n < {N} { f({N}); } {M}", {"N": 5}) == "while n < 5 { f(5); } {M}"

@@ -43,6 +43,7 @@ KEYWORD_HELP = {
 _WORD_BEFORE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)?$")
 _QUALIFIED_BEFORE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)\.([A-Za-z_][A-Za-z0-9_]*)?$")
 _DIRECTIVE_BEFORE = re.compile(r"^\s*(%%?[A-Za-z_]*)$")
+_BENCH_NAMES_BEFORE = re.compile(r"^\s*%%?bench\s+(?:[A-Za-z0-9_.:\-]+\s+)*([A-Za-z0-9_.:\-]*)$")
 _EDITION = re.compile(r"^\s*edition\s+(\d+)\s*;", re.M)
 
 
@@ -73,6 +74,12 @@ def complete(code: str, cursor_pos: int, session: Session) -> dict:
         prefix = m.group(1)
         matches = sorted(n for n in REGISTRY if n.startswith(prefix))
         return _reply(matches, cursor_pos - len(prefix), cursor_pos)
+    m = _BENCH_NAMES_BEFORE.match(line)
+    if m:  # program names after %bench / %%bench
+        prefix = m.group(1)
+        programs = getattr(session, "programs", None)
+        names = programs.names() if programs is not None else []
+        return _reply([n for n in names if n.startswith(prefix)], cursor_pos - len(prefix), cursor_pos)
     m = _QUALIFIED_BEFORE.search(before)
     if m:
         qualifier, prefix = m.group(1), m.group(2) or ""
