@@ -49,3 +49,13 @@ def test_flush_out_reports_what_happened(target, status, delivered, worker, tmp_
 def test_an_earlier_failed_write_makes_every_flush_answer_eio(target, status, worker, tmp_path):
     r = run_both("flush_sticky.cho", target, worker, tmp_path)
     assert r.exit_status == status
+
+
+def test_dev_null_target_discards_output_on_both_backends(worker, tmp_path):
+    result = api.compile_sources(api.load_sources([PROGRAMS / "flush_status.cho"]))
+    out = tmp_path / "prog"
+    exe.build_executable(result.ir, out)
+    for target in (process.StdoutTarget.dev_null(), process.StdoutTarget.parse("/dev/null")):
+        a = process.run_executable(out, [str(out)], b"", target, process.RunLimits(timeout=20))
+        b = worker.run(result.ir, [str(out)], b"", target, process.RunLimits(timeout=20))
+        assert (a.exit_status, a.stdout, b.exit_status, b.stdout) == (0, b"", 0, b"")

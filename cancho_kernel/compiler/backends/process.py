@@ -51,6 +51,7 @@ class StdoutKind(str, Enum):
 
     PIPE = "pipe"
     DEV_FULL = "/dev/full"
+    DEV_NULL = "/dev/null"
     CLOSED = "closed"
     BROKEN_PIPE = "broken-pipe"
     INHERIT = "inherit"
@@ -74,6 +75,11 @@ class StdoutTarget:
         return cls(StdoutKind.DEV_FULL)
 
     @classmethod
+    def dev_null(cls) -> "StdoutTarget":
+        """Output discarded by the kernel's /dev/null, as benchmarks want (no reader competing)."""
+        return cls(StdoutKind.DEV_NULL)
+
+    @classmethod
     def closed(cls) -> "StdoutTarget":
         return cls(StdoutKind.CLOSED)
 
@@ -89,9 +95,10 @@ class StdoutTarget:
 
     @classmethod
     def parse(cls, text: str) -> "StdoutTarget":
-        """``pipe``, ``/dev/full`` (or ``full``), ``closed``, ``broken-pipe[:N]``, ``inherit``."""
+        """``pipe``, ``/dev/full`` (or ``full``), ``/dev/null``, ``closed``, ``broken-pipe[:N]``,
+        ``inherit``."""
         name, _, after = text.partition(":")
-        aliases = {"full": StdoutKind.DEV_FULL, "devfull": StdoutKind.DEV_FULL}
+        aliases = {"full": StdoutKind.DEV_FULL, "devfull": StdoutKind.DEV_FULL, "null": StdoutKind.DEV_NULL}
         try:
             kind = aliases.get(name) or StdoutKind(name)
         except ValueError:
@@ -237,8 +244,8 @@ class ChildStdio:
                 os.close(r)  # the reader leaves before the program starts
             else:
                 self.stdout_r = r
-        elif kind is StdoutKind.DEV_FULL:
-            fd = _above_stdio(os.open("/dev/full", os.O_WRONLY | os.O_CLOEXEC))
+        elif kind in (StdoutKind.DEV_FULL, StdoutKind.DEV_NULL):
+            fd = _above_stdio(os.open(kind.value, os.O_WRONLY | os.O_CLOEXEC))
             self._child_owned.append(fd)
             self.child[1] = fd
         # CLOSED: no key 1.
