@@ -177,7 +177,7 @@ def test_broken_pipe_after_some_bytes(kernel):
 
 
 def test_unknown_target_is_a_directive_error(kernel):
-    cell = run(kernel, "%%run --stdout /dev/null\n" + HELLO)
+    cell = run(kernel, "%%run --stdout /dev/nowhere\n" + HELLO)
     assert cell.status == "error"
     assert cell.error["ename"] == "directive-error"
 

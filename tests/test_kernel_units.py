@@ -114,7 +114,7 @@ def test_run_options():
     assert o.expect_signal == 13
     d = directives.parse_run_options("", s)
     assert (d.backend, d.limits.timeout, d.limits.max_output) == ("jit", 30.0, 1 << 20)
-    for bad in ("--backend gcc", "--stdout /dev/null", "--timeout soon", "--expect-signal SIGNOPE",
+    for bad in ("--backend gcc", "--stdout /dev/nope", "--timeout soon", "--expect-signal SIGNOPE",
                 "--expect-status 1 --expect-trap", "--frobnicate"):
         with pytest.raises(directives.DirectiveError):
             directives.parse_run_options(bad, s)

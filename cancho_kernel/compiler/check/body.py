@@ -37,6 +37,11 @@ def tstr(t: Type) -> str:
     return str(t)
 
 
+def arity_message(name: str, want: int, got: int) -> str:
+    return (f"`{name}` takes {want} argument{'' if want == 1 else 's'}, but {got} "
+            f"{'was' if got == 1 else 'were'} given")
+
+
 class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
     """Checks one `fn` body against its signature."""
 
@@ -204,7 +209,8 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             for r in regions_in(t):
                 if r.kind in ("borrow", "arena"):
                     self.fail("reference-escapes-region",
-                              f"this returns `{t}`, a reference into `{r.name}`, which ends before the function returns",
+                              f"this returns `{t}`, a reference into `{r.name}`, which ends before the function returns: "
+                              "a reference may not outlive its region",
                               s.value.span)
             self.coerce(t, self.sig.ret, s.value.span)
             # The value is evaluated first, then every enclosing block's defers, innermost first.
@@ -235,6 +241,17 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         else:
             self.fail("internal", f"unexpected statement {type(s).__name__}", s.span)
 
+    def take_apart_refusal(self, t: Type, span: Span):
+        """A capability, a box or a handle cannot be destructured; say what ends each."""
+        if isinstance(t, BoxT):
+            self.fail("linear-value-taken-apart", f"`{t}` cannot be taken apart: a box is ended by `unbox`", span)
+        if isinstance(t, Handle):
+            ender = {"File": "file_close"}.get(t.name, f"its own close")
+            self.fail("linear-value-taken-apart",
+                      f"`{t}` owns an open descriptor and is ended by `{ender}`; it cannot be taken apart", span)
+        self.fail("capability-misused", f"`{t}` is a capability: it cannot be taken apart, only lent, narrowed or released",
+                  span)
+
     def unsupported(self, what: str, span: Span):
         self.fail("internal", f"{what} is not supported yet by cancho-kernel", span)
 
@@ -257,7 +274,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
     def let_struct(self, s: ast.LetStruct) -> None:
         t = self.expr(s.value)
         if isinstance(t, Cap) or isinstance(t, Handle) or isinstance(t, BoxT):
-            self.fail("capability-misused", f"`{t}` cannot be taken apart; release it instead", s.span)
+            self.take_apart_refusal(t, s.span)
         if not self.types.is_struct(t):
             self.fail("not-a-struct", f"`let {s.struct.name} {{ .. }}` takes a struct apart, but this is `{t}`", s.value.span)
         self.expect_named(s.qualifier, s.struct, t)
@@ -464,18 +481,18 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                 if item.sig is None:
                     raise Poisoned()
                 if item.sig.tparams:
-                    self.fail("no-function-values", f"`{e.name}` is generic, so it cannot be used as a value", e.span)
+                    self.fail("no-function-values", f"`{e.name}` is generic, so it cannot be a value", e.span)
                 e.info = ("fnvalue", item)
                 self.out.callees.append(item)
                 sig = item.sig
                 return FnT(tuple(t for _, t in sig.params), sig.row, sig.ret)
             if item.kind == "extern":
-                self.fail("no-function-values", f"`{e.name}` is a foreign function, so it cannot be used as a value", e.span)
+                self.fail("no-function-values", f"`{e.name}` is a foreign function, so it cannot be a value", e.span)
             if item.kind == "static":
                 return self.static_ref(e, item)
             self.fail("type-mismatch", f"`{e.name}` is a type, not a value", e.span)
         if B.builtin_visible(e.name, self.edition):
-            self.fail("no-function-values", f"`{e.name}` is a builtin, so it cannot be used as a value", e.span)
+            self.fail("no-function-values", f"`{e.name}` is a builtin, so it cannot be a value", e.span)
         self.fail("unknown-name", f"`{e.name}` is not in scope", e.span)
 
     def static_ref(self, e: ast.Name, item: ItemRef) -> Type:
@@ -549,7 +566,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             ok = (INT,) if op == "%" else (INT, FLOAT, F32)
             if lt not in (INT, FLOAT, F32) or rt not in (INT, FLOAT, F32):
                 bad = lt if lt not in (INT, FLOAT, F32) else rt
-                self.fail("operator-type-mismatch", f"`{op}` is not defined for `{bad}`", e.span)
+                self.fail("operator-type-mismatch", f"`{bad}` has no arithmetic (`int`, `float` and `f32` do)", e.span)
             if lt not in ok:
                 self.mismatch(INT, lt, e.left.span)
             if rt != lt:
@@ -622,7 +639,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         """A call through a local of function type: performs exactly the row of the type."""
         self.expr(e.callee)
         if len(e.args) != len(ft.params):
-            self.fail("arity-mismatch", f"`{loc.name}` takes {len(ft.params)} argument(s), found {len(e.args)}", e.span)
+            self.fail("arity-mismatch", arity_message(loc.name, len(ft.params), len(e.args)), e.span)
         free = self.foreign_regions(ft)
         rsub: dict = {}
         for a, p in zip(e.args, ft.params):
@@ -648,13 +665,15 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
     def call_sig(self, sig: FnSig, e: ast.Call) -> tuple[Type, dict]:
         if len(e.args) != len(sig.params):
             self.fail("arity-mismatch",
-                      f"`{sig.name}` takes {len(sig.params)} argument(s), found {len(e.args)}", e.span)
+                      arity_message(sig.name, len(sig.params), len(e.args)), e.span)
         tsub: dict = {}
         rsub: dict = {}
         callee_regions = {r.uid for r in sig.regions.values()}
         # The callee's type parameters, renamed for this call (a recursive call must not mistake
         # them for the caller's own).
-        fresh = {("T", n): Param(n, sig.key + "@call", p.bound_val) for n, p in sig.tparams.items()}
+        # Shown as `?0`, `?1`, ... in messages while they are still unknown.
+        alias = {n: f"?{i}" for i, n in enumerate(sig.tparams)}
+        fresh = {("T", n): Param(alias[n], sig.key + "@call", p.bound_val) for n, p in sig.tparams.items()}
         for arg, (pname, pty) in zip(e.args, sig.params):
             at = self.expr(arg)
             self.bind(substitute(pty, fresh), at, tsub, rsub, callee_regions, arg.span)
@@ -662,19 +681,20 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             ri, ro = rsub.get(inner.uid), rsub.get(outer.uid)
             if ri is not None and ro is not None and not self.outlives(ro, ri):
                 self.fail("reference-escapes-region",
-                          f"`{sig.name}` needs `{outer.name}` to outlive `{inner.name}`, but `{ro.name}` does not outlive `{ri.name}`",
+                          f"`{sig.name}` requires `{inner.name} <= {outer.name}` ({outer.name} outlives {inner.name}), but `{ro.name}` does not outlive `{ri.name}`",
                           e.span)
         for name, p in sig.tparams.items():
-            if name not in tsub:
+            if alias[name] not in tsub:
                 self.fail("ambiguous-type",
                           f"cannot tell what `{name}` is in this call to `{sig.name}`: it is not determined by the arguments",
                           e.span)
-            if p.bound_val and self.is_res(tsub[name]):
-                self.fail("mode-bound-violated", f"`{sig.name}` needs `{name}: val`, but `{tsub[name]}` is res", e.span)
+            got = tsub[alias[name]]
+            if p.bound_val and self.is_res(got):
+                self.fail("mode-bound-violated", f"`{sig.name}` needs `{name}` to be `val`, and `{got}` is `res`", e.span)
         ret = self.show(substitute(sig.ret, fresh), tsub, rsub)
         for r in regions_in(ret):
             if r.kind == "param" and r.uid in callee_regions:
                 ret = self.show(ret, {}, {r.uid: STATIC})
-        subst = {("T", k): v for k, v in tsub.items()}
+        subst = {("T", n): tsub[alias[n]] for n in sig.tparams}
         subst.update({("R", k): v for k, v in rsub.items()})
         return ret, subst

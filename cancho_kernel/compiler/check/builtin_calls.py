@@ -53,36 +53,41 @@ class BuiltinCalls:
         from .effects import extends_path
 
         if len(e.args) < 2:
-            self.fail("arity-mismatch", "`narrow` takes a capability and at least one literal", e.span)
+            self.fail("arity-mismatch", "`narrow` takes a capability and one or more literals", e.span)
         t = self.expr(e.args[0])
         if isinstance(t, Ref) and isinstance(self.zonk(t.target), Cap):
-            self.fail("capability-not-narrowable", f"a borrowed capability `{t}` cannot be narrowed; narrow the owner",
+            self.fail("capability-not-narrowable", f"this capability is borrowed (`{t}`): only its owner can narrow it",
                       e.args[0].span)
         if not isinstance(t, Cap) or t.literal is None:
-            self.fail("capability-not-narrowable", f"`{t}` has no scope to narrow", e.args[0].span)
+            self.fail("capability-not-narrowable", f"`{t}` carries no value to narrow", e.args[0].span)
         lits: list[str] = []
         for a in e.args[1:]:
             if not isinstance(a, ast.StrLit):
-                self.fail("capability-not-narrowable", "`narrow` takes string literals, known when the program is checked",
+                self.fail("capability-not-narrowable", "`narrow` takes a literal: the new scope must be known when the program is checked",
                           a.span)
             a.ty = self.zonk(Ref(STATIC, False, Slice(BYTE)))
             lits.append(a.value.decode("utf-8", "replace"))
         if len(lits) > 1 and t.kind not in ("Fs", "Exec"):
-            self.fail("capability-not-narrowable", "only `Fs` and `Exec` can be narrowed into several children", e.span)
+            self.fail("capability-not-narrowable", f"only `Fs` and `Exec` split into several children; for libraries write one list, e.g. `narrow(ffi, \"libc,libm\")`", e.span)
         path_like = t.kind in ("Fs", "Exec")
         for lit, a in zip(lits, e.args[1:]):
-            inside = extends_path(t.literal, lit) if path_like else lit.startswith(t.literal)
-            if lit == t.literal or not inside:
-                self.fail("capability-not-narrowable",
-                          f"`\"{lit}\"` does not strictly narrow `{t}`: the new scope must lie inside the old one",
+            if lit == t.literal:
+                self.fail("capability-not-narrowable", f"this narrows `{t.literal}` to itself; a narrowing must shrink the scope",
                           a.span)
+            inside = extends_path(t.literal, lit) if path_like else lit.startswith(t.literal)
+            if not inside:
+                why = " (a path prefix extends at a `/`)" if path_like and lit.startswith(t.literal) else ""
+                self.fail("capability-not-narrowable", f"`{t}` cannot be narrowed to `\"{lit}\"`{why}", a.span)
             if t.kind == "Ffi":
                 from .signatures import check_ffi_scope
                 check_ffi_scope(lit, a.span)
         for i, x in enumerate(lits):
             for y in lits[i + 1:]:
+                if x == y:
+                    self.fail("capability-not-narrowable", f"`\"{x}\"` and `\"{y}\"` are the same path; children must be unrelated",
+                              e.span)
                 if extends_path(x, y) or extends_path(y, x):
-                    self.fail("capability-not-narrowable", f"`\"{x}\"` and `\"{y}\"` overlap; children must be unrelated",
+                    self.fail("capability-not-narrowable", f"`\"{x}\"` and `\"{y}\"` are nested; children must be unrelated",
                               e.span)
         e.info = CallTarget("builtin", "narrow")
         if len(lits) == 1:

@@ -138,7 +138,7 @@ class Replay:
         if isinstance(ev, Freeze):
             s = ev.slot
             if st.live.get(s) == MOVED:
-                self.fail("linear-use-after-move", f"`{s.name}` was already consumed; there is nothing left to borrow", ev.span)
+                self.fail("linear-use-after-move", f"`{s.name}` has already been consumed; there is nothing left to borrow", ev.span)
             b = st.borrow.get(s)
             if b is not None and b[0] == "locked":
                 self.fail("borrow-conflict", f"`{s.name}` is already borrowed uniquely here", ev.span)
@@ -165,7 +165,7 @@ class Replay:
             if isinstance(ev, Touch) or state is None:
                 return False
             if state == MOVED:
-                self.fail("linear-use-after-move", f"`{s.name}` was already consumed; a res value is used exactly once", ev.span)
+                self.fail("linear-use-after-move", f"`{s.name}` has already been consumed; a res value is used exactly once", ev.span)
             if b is not None:
                 self.fail("borrow-conflict", f"`{s.name}` is borrowed here, so it cannot be moved or consumed", ev.span)
             st.live[s] = MOVED
@@ -195,7 +195,7 @@ class Replay:
             for s in declared:
                 if st.live.get(s) == LIVE:
                     self.fail("linear-value-unconsumed",
-                              f"`{s.name}` still holds a res value of type `{self.type_str(s.ty)}` when the function returns",
+                              f"`{s.name}` (a res value of type `{self.type_str(s.ty)}`) is still live here, where the function returns; consume it first",
                               ev.span)
             return True
         if isinstance(ev, Scope):
@@ -241,7 +241,7 @@ class Replay:
             for s in inner_declared[n:]:
                 if st.live.get(s) == LIVE:
                     self.fail("linear-value-unconsumed",
-                              f"`{s.name}` still holds a res value of type `{self.type_str(s.ty)}` at the end of this block",
+                              f"`{s.name}` (a res value of type `{self.type_str(s.ty)}`) is still live at the end of this block",
                               s.span or ev.span)
         for s in inner_declared[n:]:
             st.live.pop(s, None)

@@ -126,16 +126,15 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
             diags.append(r.diagnostic)
             it.sig = None
 
-    if not parse_failed:
-        # A file that failed to parse may hold `main`; do not add a misleading program-shape.
-        diags.extend(check_main(modules, hint, prog))
-
     for it in items:
         if it.kind not in ("fn", "static") or it.sig is None:
             continue
         d = check_fn(it, modules, prog)
         if d is not None:
             diags.append(d)
+    if not diags:
+        # Like the reference, `main`'s shape is judged once everything else has passed.
+        diags.extend(check_main(modules, hint, prog))
     if not diags:
         diags.extend(evaluate_statics(items, prog))
     return diags, (prog if not diags else None)
@@ -214,7 +213,7 @@ def check_extern(it: ItemRef) -> None:
                       f"`{t}` cannot cross into C: parameters are `int`, `bool`, `c_ptr`, byte slices or a borrowed `Ffi`",
                       p.ty.span)
     if sig.ret not in BOUNDARY_RESULTS:
-        raise Refusal("foreign-boundary-type", f"a foreign result is `int`, `bool`, `c_ptr` or `c_int`, not `{sig.ret}`", d.ret.span)
+        raise Refusal("foreign-boundary-type", f"a foreign result is `int`, `bool` or `c_ptr` (`c_int` reads a C `int`), not `{sig.ret}`", d.ret.span)
     if len(ffis) != 1:
         raise Refusal("foreign-declaration", f"`{it.name}` must borrow exactly one `Ffi` capability", d.name.span)
     lib = ffis[0].literal

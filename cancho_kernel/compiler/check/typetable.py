@@ -117,7 +117,7 @@ class TypeTable:
                                   f"`{td.name}` is declared `val` but holds `{m}`, which is res", d.name.span)
         if self._contains(td.key, [ft for _, ft in td.fields] + [p for _, ps in td.variants for p in ps], set()):
             raise Refusal("infinite-type",
-                          f"`{td.name}` contains itself; put the recursive part behind a `Box`", d.name.span)
+                          f"`{td.name}` contains itself, so it would have no finite size; put a `Box` on the path back to it", d.name.span)
 
     def _contains(self, key: str, types: list[Type], seen: set) -> bool:
         for t in types:

@@ -101,6 +101,29 @@ class BuiltinLowering:
         phi.add_incoming(refilled, slow)
         return phi
 
+    # ------------------------------------------------------------ opaque pointers, clocks
+
+    def bi_null_ptr(self, e, args):
+        return ir.Constant(PTR, None)
+
+    def bi_fork_clock(self, e, args):
+        return None
+
+    def _clock(self, which: int) -> ir.Value:
+        """Milliseconds from clock_gettime (CLOCK_REALTIME 0, CLOCK_MONOTONIC 1)."""
+        b = self.b
+        ts = self.alloca_builder.alloca(ir.ArrayType(I64, 2), name="timespec")
+        self.c("clock_gettime", [ir.Constant(I32, which), ts])
+        sec = b.load(b.gep(ts, [ir.Constant(I64, 0), ir.Constant(I64, 0)], inbounds=True), typ=I64)
+        nsec = b.load(b.gep(ts, [ir.Constant(I64, 0), ir.Constant(I64, 1)], inbounds=True), typ=I64)
+        return b.add(b.mul(sec, ir.Constant(I64, 1000)), b.sdiv(nsec, ir.Constant(I64, 1000000)))
+
+    def bi_clock_ms(self, e, args):
+        return self._clock(1)
+
+    def bi_clock_unix_ms(self, e, args):
+        return self._clock(0)
+
     # ------------------------------------------------------------ floats
 
     def bi_float_of(self, e, args):

@@ -20,6 +20,7 @@ LIBC: dict[str, ir.FunctionType] = {
     "putc": ir.FunctionType(I32, [I32, PTR]),
     "getc": ir.FunctionType(I32, [PTR]),
     "__uflow": ir.FunctionType(I32, [PTR]),
+    "clock_gettime": ir.FunctionType(I32, [I32, PTR]),
     "fwrite": ir.FunctionType(I64, [PTR, I64, I64, PTR]),
     "fflush": ir.FunctionType(I32, [PTR]),
     "ferror": ir.FunctionType(I32, [PTR]),
