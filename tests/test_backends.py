@@ -506,3 +506,25 @@ def test_jit_inherit_in_subprocess(tmp_path):
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, env=env, timeout=60)
     assert p.stdout == b"x\n"
     assert p.stderr.decode().strip().endswith("status=512")  # exit 2, as a wait status
+
+
+def test_worker_keeps_several_compiled_programs():
+    """Interleaving two programs (as a benchmark does) compiles each only once."""
+    from cancho_kernel.compiler import api
+    from cancho_kernel.compiler.backends import jit, process
+    from cancho_kernel.compiler.source import SourceFile
+
+    def ir(n: int) -> str:
+        r = api.compile_sources([SourceFile("p.cho", f"fn main(world: World) -> [] int {{ release(world); return {n}; }}")])
+        assert r.ok
+        return r.ir
+
+    first, second = ir(3), ir(4)
+    w = jit.JitWorker()
+    try:
+        results = [w.run(x, ["p"], b"", process.StdoutTarget.pipe(), process.RunLimits(timeout=10))
+                   for x in (first, second, first, second)]
+    finally:
+        w.close()
+    assert [r.exit_status for r in results] == [3, 4, 3, 4]
+    assert [r.compile_cached for r in results] == [False, False, True, True]

@@ -54,6 +54,7 @@ class _WorkerRun:
         self.reply: dict | None = None
         self.error: dict | None = None
         self.compile_seconds: float | None = None
+        self.compile_cached = False
         self.worker_died = False
         self.killed_worker = False
 
@@ -75,6 +76,7 @@ class _WorkerRun:
         ev = msg.get("ev")
         if ev == "compiled":
             self.compile_seconds = msg["seconds"]
+            self.compile_cached = bool(msg.get("cached"))
         elif ev == "started":
             self.pid, self.started = msg["pid"], True
         elif ev == "exited":
@@ -248,6 +250,7 @@ class JitWorker:
             user=reply.get("utime", 0.0), system=reply.get("stime", 0.0),
             maxrss_kib=reply.get("maxrss", 0), timeout=limits.timeout, backend="jit")
         result.compile_seconds = control.compile_seconds
+        result.compile_cached = control.compile_cached
         return result
 
 

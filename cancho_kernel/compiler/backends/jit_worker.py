@@ -88,14 +88,18 @@ def recv_msg(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
     return json.loads(body), fds
 
 
+CACHE_SIZE = 8
+
+
 class Worker:
-    """The worker's loop and its one cached compiled program (a re-run of the same IR, as a
-    benchmark does, skips compilation)."""
+    """The worker's loop and its few most recently compiled programs (a re-run of the same IR,
+    as a benchmark interleaving several programs does, skips compilation)."""
 
     def __init__(self, sock: socket.socket) -> None:
+        from collections import OrderedDict
+
         self.sock = sock
-        self._cache_key: str | None = None
-        self._cached = None
+        self._cache: "OrderedDict[str, object]" = OrderedDict()
 
     def serve(self) -> None:
         while True:
@@ -124,11 +128,14 @@ class Worker:
 
         key = hashlib.sha256(json.dumps([msg["ir"], msg.get("libs", []),
                                          msg.get("libdirs", [])]).encode()).hexdigest()
-        if key == self._cache_key:
-            return self._cached, True
-        self._cached = self._cache_key = None  # drop the old engine before building the next
+        got = self._cache.get(key)
+        if got is not None:
+            self._cache.move_to_end(key)
+            return got, True
+        while len(self._cache) >= CACHE_SIZE:
+            self._cache.popitem(last=False)  # drop the least recently used engine first
         compiled = mcjit.compile_ir(msg["ir"], msg.get("libs", []), msg.get("libdirs", []))
-        self._cached, self._cache_key = compiled, key
+        self._cache[key] = compiled
         return compiled, False
 
     def run(self, msg: dict[str, Any], fds: list[int]) -> bool:

@@ -142,6 +142,7 @@ class RunResult:
     peak_rss_bytes: int = 0
     timeout: float | None = None
     compile_seconds: float | None = None  # MCJIT time (jit backend only)
+    compile_cached: bool = False  # jit: the worker reused an engine it had already built
     backend: str = ""
 
     @property
