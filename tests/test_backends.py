@@ -528,3 +528,19 @@ def test_worker_keeps_several_compiled_programs():
         w.close()
     assert [r.exit_status for r in results] == [3, 4, 3, 4]
     assert [r.compile_cached for r in results] == [False, False, True, True]
+
+
+def test_exe_peak_memory_is_the_programs_own(tmp_path):
+    """A program spawned by this (large) test process reports its own peak RSS, not ours."""
+    from cancho_kernel.compiler import api
+    from cancho_kernel.compiler.backends import process
+    from cancho_kernel.compiler.source import SourceFile
+
+    r = api.compile_sources([SourceFile("p.cho", "fn main(world: World) -> [] int { release(world); return 7; }")])
+    out = tmp_path / "p"
+    exe.build_executable(r.ir, out)
+    ballast = bytearray(256 << 20)  # make this process much larger than any small program
+    ballast[::4096] = b"x" * len(ballast[::4096])
+    res = process.run_executable(out, [str(out)], b"", process.StdoutTarget.pipe(), process.RunLimits(timeout=10))
+    assert res.exit_status == 7
+    assert 0 < res.peak_rss_bytes < 64 << 20

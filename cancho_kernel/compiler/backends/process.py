@@ -33,6 +33,8 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import Protocol
 
+from . import measure
+
 # Signals a child must see at their default disposition even if this process ignores them.
 RESET_SIGNALS: tuple[int, ...] = (
     signal.SIGPIPE, signal.SIGXFSZ, signal.SIGINT, signal.SIGQUIT, signal.SIGTERM,
@@ -519,7 +521,7 @@ _RLIMIT_TRAMPOLINE = (
 
 
 def _spawn(path: str, argv: Sequence[str], stdio: ChildStdio, memory: int | None,
-           own_group: bool) -> int:
+           own_group: bool, extra: Sequence[tuple] = ()) -> int:
     actions: list[tuple] = []
     if stdio.child is not None:
         for target_fd in (0, 1, 2):
@@ -528,6 +530,7 @@ def _spawn(path: str, argv: Sequence[str], stdio: ChildStdio, memory: int | None
                 actions.append((os.POSIX_SPAWN_CLOSE, target_fd))
             else:
                 actions.append((os.POSIX_SPAWN_DUP2, fd, target_fd))
+    actions += list(extra)
     exe, args = path, list(argv)
     if memory is not None:
         exe = sys.executable
@@ -550,9 +553,21 @@ def run_executable(path: str | os.PathLike, argv: Sequence[str] | None = None, s
     argv = list(argv) if argv else [path]
     own_group = target.kind is not StdoutKind.INHERIT  # a terminal's job control needs ours
     stdio = ChildStdio(target, stdin)
+    report_r = report_w = None
     try:
         start = time.monotonic()
-        pid = _spawn(path, argv, stdio, limits.memory, own_group)
+        launcher = measure.launcher() if (limits.memory is None and stdio.child is not None) else None
+        if launcher is not None:
+            # Through the small launcher, so the program's peak RSS is its own (measure.py).
+            report_r, w = os.pipe()
+            report_w = fcntl.fcntl(w, fcntl.F_DUPFD_CLOEXEC, 10)
+            os.close(w)
+            pid = _spawn(launcher, [launcher, path, *argv], stdio, None, own_group,
+                         extra=[(os.POSIX_SPAWN_DUP2, report_w, measure.REPORT_FD)])
+            os.close(report_w)
+            report_w = None
+        else:
+            pid = _spawn(path, argv, stdio, limits.memory, own_group)
         stdio.close_child_ends()
         control = _SpawnedChild(pid, own_group)
         try:
@@ -562,10 +577,26 @@ def run_executable(path: str | os.PathLike, argv: Sequence[str] | None = None, s
                 control.kill()
                 os.waitpid(pid, 0)
             control.close()
+        report = _read_report(report_r) if report_r is not None else None
     finally:
         stdio.close()
+        for fd in (report_r, report_w):
+            if fd is not None:
+                os.close(fd)
     ru = control.rusage
+    user, system, rss = (ru.ru_utime, ru.ru_stime, ru.ru_maxrss) if ru else (0.0, 0.0, 0)
+    if report is not None:
+        _, user, system, rss = report
     return result_from(
         outcome, control.status, wall=(control.ended_at or time.monotonic()) - start,
-        user=ru.ru_utime if ru else 0.0, system=ru.ru_stime if ru else 0.0,
-        maxrss_kib=ru.ru_maxrss if ru else 0, timeout=limits.timeout, backend="exe")
+        user=user, system=system, maxrss_kib=rss, timeout=limits.timeout, backend="exe")
+
+
+def _read_report(fd: int) -> tuple[int, float, float, int] | None:
+    """The launcher's rusage line (already written when it exited), if any."""
+    os.set_blocking(fd, False)
+    try:
+        data = os.read(fd, 256)
+    except OSError:
+        return None
+    return measure.parse_report(data.decode(errors="replace"))
