@@ -131,22 +131,7 @@ class AggregateChecks:
             bt = self.expr(base)
         owned = not isinstance(bt, Ref)
         agg = bt if owned else self.zonk(bt.target)
-        if isinstance(e, ast.FieldAccess):
-            if not self.types.is_struct(agg):
-                self.fail("not-a-struct", f"only a struct has fields; this is `{agg}`", base.span)
-            fields = self.types.fields(agg)
-            names = [n for n, _ in fields]
-            if e.name.name not in names:
-                self.fail("unknown-name", f"`{agg}` has no field `{e.name.name}`", e.name.span)
-            idx = names.index(e.name.name)
-        else:
-            if not isinstance(agg, Tuple):
-                self.fail("not-a-tuple", f"only a tuple has components `.{e.index}`; this is `{agg}`", base.span)
-            if e.index >= len(agg.parts):
-                self.fail("unknown-name", f"`{agg}` has no component `.{e.index}`", e.span)
-            fields = [(str(i), p) for i, p in enumerate(agg.parts)]
-            idx = e.index
-        ft = fields[idx][1]
+        idx, ft = self.member_of(agg, e)
         if owned:
             self.emit(L.Read(bt, e.span))
             e.info = ("owned", idx)
@@ -156,6 +141,22 @@ class AggregateChecks:
             return Ref(bt.region, bt.unique, ft)
         e.info = ("ref-val", idx)
         return ft
+
+    def member_of(self, agg: Type, e: ast.Expr) -> tuple[int, Type]:
+        """The position and type of `e`'s member (`.field` of a struct, `.N` of a tuple)."""
+        if isinstance(e, ast.FieldAccess):
+            if not self.types.is_struct(agg):
+                self.fail("not-a-struct", f"only a struct has fields; this is `{agg}`", e.base.span)
+            names = [n for n, _ in self.types.fields(agg)]
+            if e.name.name not in names:
+                self.fail("unknown-name", f"`{agg}` has no field `{e.name.name}`", e.name.span)
+            idx = names.index(e.name.name)
+            return idx, self.types.fields(agg)[idx][1]
+        if not isinstance(agg, Tuple):
+            self.fail("not-a-tuple", f"only a tuple has components `.{e.index}`; this is `{agg}`", e.base.span)
+        if e.index >= len(agg.parts):
+            self.fail("unknown-name", f"`{agg}` has no component `.{e.index}`", e.span)
+        return e.index, agg.parts[e.index]
 
     def assign_member(self, target: ast.Expr, vt: Type, vspan) -> None:
         """`r.f = v` where `r` is a unique reference to a struct (or tuple)."""
@@ -170,23 +171,7 @@ class AggregateChecks:
             self.fail("not-a-place", "only a field reached through a unique reference can be assigned", target.span)
         if not bt.unique:
             self.fail("shared-reference-written", f"`{bt}` is a shared reference; writing needs `&!`", target.span)
-        agg = self.zonk(bt.target)
-        if isinstance(target, ast.FieldAccess):
-            if not self.types.is_struct(agg):
-                self.fail("not-a-struct", f"only a struct has fields; this is `{agg}`", base.span)
-            fields = self.types.fields(agg)
-            names = [n for n, _ in fields]
-            if target.name.name not in names:
-                self.fail("unknown-name", f"`{agg}` has no field `{target.name.name}`", target.name.span)
-            idx = names.index(target.name.name)
-        else:
-            if not isinstance(agg, Tuple):
-                self.fail("not-a-tuple", f"this is `{agg}`, not a tuple", base.span)
-            if target.index >= len(agg.parts):
-                self.fail("unknown-name", f"`{agg}` has no component `.{target.index}`", target.span)
-            fields = [(str(i), p) for i, p in enumerate(agg.parts)]
-            idx = target.index
-        ft = fields[idx][1]
+        idx, ft = self.member_of(self.zonk(bt.target), target)
         if self.is_res(ft):
             self.fail("linear-value-unconsumed",
                       f"assigning to this field would discard the res value of type `{ft}` it holds", target.span)

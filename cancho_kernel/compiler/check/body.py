@@ -246,7 +246,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if isinstance(t, BoxT):
             self.fail("linear-value-taken-apart", f"`{t}` cannot be taken apart: a box is ended by `unbox`", span)
         if isinstance(t, Handle):
-            ender = {"File": "file_close"}.get(t.name, f"its own close")
+            ender = {"File": "file_close"}.get(t.name, "its own close")
             self.fail("linear-value-taken-apart",
                       f"`{t}` owns an open descriptor and is ended by `{ender}`; it cannot be taken apart", span)
         self.fail("capability-misused", f"`{t}` is a capability: it cannot be taken apart, only lent, narrowed or released",
@@ -319,12 +319,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             self.emit(L.Assign(loc, target.span))
             return
         if isinstance(target, ast.Index):
-            bt = self.expr(target.base)
-            it = self.expr(target.index)
-            if not (isinstance(bt, Ref) and isinstance(bt.target, Slice)):
-                self.fail("not-a-slice", f"only a slice can be indexed; this is `{bt}`", target.base.span)
-            if it != INT:
-                self.mismatch(INT, it, target.index.span)
+            bt = self.sliced(target.base, [target.index], "indexed")
             if not bt.unique:
                 self.fail("shared-reference-written",
                           f"`{bt}` is a shared slice; writing needs a unique reference `&!`", target.span)
@@ -401,24 +396,9 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if isinstance(e, ast.Call):
             return self.call(e)
         if isinstance(e, ast.Index):
-            bt = self.expr(e.base)
-            it = self.expr(e.index)
-            if not (isinstance(bt, Ref) and isinstance(bt.target, Slice)):
-                self.fail("not-a-slice", f"only a slice can be indexed; this is `{bt}`", e.base.span)
-            if it != INT:
-                self.mismatch(INT, it, e.index.span)
-            return bt.target.elem
+            return self.sliced(e.base, [e.index], "indexed").target.elem
         if isinstance(e, ast.SliceExpr):
-            bt = self.expr(e.base)
-            lt = self.expr(e.lo)
-            ht = self.expr(e.hi)
-            if not (isinstance(bt, Ref) and isinstance(bt.target, Slice)):
-                self.fail("not-a-slice", f"only a slice can be sliced; this is `{bt}`", e.base.span)
-            if lt != INT:
-                self.mismatch(INT, lt, e.lo.span)
-            if ht != INT:
-                self.mismatch(INT, ht, e.hi.span)
-            return bt
+            return self.sliced(e.base, [e.lo, e.hi], "sliced")
         if isinstance(e, ast.AllocSlice):
             reg = self.arena(e.region)
             ct = self.expr(e.count)
@@ -451,6 +431,18 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if isinstance(e, (ast.FieldAccess, ast.TupleIndex)):
             return self.member(e)
         self.fail("internal", f"unexpected expression {type(e).__name__}", e.span)
+
+    def sliced(self, base: ast.Expr, positions: list, what: str) -> Ref:
+        """Type `base[i]` / `base[lo..hi]`: the base must be a slice reference, positions `int`
+        (evaluated left to right after the base)."""
+        bt = self.expr(base)
+        pts = [self.expr(p) for p in positions]
+        if not (isinstance(bt, Ref) and isinstance(bt.target, Slice)):
+            self.fail("not-a-slice", f"only a slice can be {what}; this is `{bt}`", base.span)
+        for p, pt in zip(positions, pts):
+            if pt != INT:
+                self.mismatch(INT, pt, p.span)
+        return bt
 
     def arena(self, ident: ast.Ident) -> Region:
         if ident.name == "static" and self.sig.kind == "static":

@@ -68,7 +68,7 @@ class BuiltinCalls:
             a.ty = self.zonk(Ref(STATIC, False, Slice(BYTE)))
             lits.append(a.value.decode("utf-8", "replace"))
         if len(lits) > 1 and t.kind not in ("Fs", "Exec"):
-            self.fail("capability-not-narrowable", f"only `Fs` and `Exec` split into several children; for libraries write one list, e.g. `narrow(ffi, \"libc,libm\")`", e.span)
+            self.fail("capability-not-narrowable", "only `Fs` and `Exec` split into several children; for libraries write one list, e.g. `narrow(ffi, \"libc,libm\")`", e.span)
         path_like = t.kind in ("Fs", "Exec")
         for lit, a in zip(lits, e.args[1:]):
             if lit == t.literal:

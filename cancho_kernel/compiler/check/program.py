@@ -94,7 +94,6 @@ def add_std_imports(files: list[ast.File], diags: list[Diagnostic]) -> list[ast.
 def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[str] = None
                  ) -> tuple[list[Diagnostic], Optional[CheckedProgram]]:
     """Check already-parsed files (the kernel builds them from a session's items)."""
-    parse_failed = bool(diags)
     modules = build_modules(files, diags)
     prog = CheckedProgram(files, modules)
 

@@ -250,32 +250,17 @@ def fn_signature(item: ItemRef, modules: dict[str, ModuleScope]) -> FnSig:
 
 def check_public(t: Type, modules: dict[str, ModuleScope], module: str, span) -> None:
     """A `pub` signature may not mention a private type of its own module (`not-public`)."""
-    def walk(x: Type) -> None:
-        if isinstance(x, Adt):
-            mod, name = x.key.split("::")
-            if mod == module and mod in modules:
-                it = modules[mod].items.get(name)
-                if it is not None and not it.decl.pub:
-                    raise Refusal("not-public",
-                                  f"this `pub` signature mentions `{name}`, which is private to module "
-                                  f"`{module or 'root'}`; mark `{name}` `pub` or keep the function private", span)
-            for a in x.args:
-                walk(a)
-        elif isinstance(x, Ref):
-            walk(x.target)
-        elif isinstance(x, Slice):
-            walk(x.elem)
-        elif isinstance(x, Tuple):
-            for p in x.parts:
-                walk(p)
-        elif isinstance(x, BoxT):
-            walk(x.inner)
-        elif isinstance(x, FnT):
-            for p in x.params:
-                walk(p)
-            walk(x.ret)
+    from .types import walk
 
-    walk(t)
+    for x in walk(t):
+        if not isinstance(x, Adt):
+            continue
+        mod, name = x.key.split("::")
+        it = modules[mod].items.get(name) if mod == module and mod in modules else None
+        if it is not None and not it.decl.pub:
+            raise Refusal("not-public",
+                          f"this `pub` signature mentions `{name}`, which is private to module "
+                          f"`{module or 'root'}`; mark `{name}` `pub` or keep the function private", span)
 
 
 def _regions_of(t: Type):

@@ -187,48 +187,38 @@ class Var(Type):
         return hash(("var", self.uid))
 
 
-def mentions_region(t: Type, r: Region) -> bool:
-    """Occurs check used by the escape rule: does region r appear anywhere in t?"""
+def children(t: Type) -> tuple[Type, ...]:
+    """The types directly inside t (a reference's referent, a tuple's parts, ...)."""
     if isinstance(t, Ref):
-        return t.region is r or mentions_region(t.target, r)
+        return (t.target,)
     if isinstance(t, Slice):
-        return mentions_region(t.elem, r)
+        return (t.elem,)
     if isinstance(t, Tuple):
-        return any(mentions_region(p, r) for p in t.parts)
+        return t.parts
     if isinstance(t, FnT):
-        return any(mentions_region(p, r) for p in t.params) or mentions_region(t.ret, r)
-    if isinstance(t, (Adt,)):
-        return any(mentions_region(a, r) for a in t.args)
+        return (*t.params, t.ret)
+    if isinstance(t, Adt):
+        return t.args
     if isinstance(t, BoxT):
-        return mentions_region(t.inner, r)
-    return False
+        return (t.inner,)
+    return ()
+
+
+def walk(t: Type):
+    """t and every type inside it, outermost first."""
+    yield t
+    for c in children(t):
+        yield from walk(c)
 
 
 def regions_in(t: Type) -> list[Region]:
     """Every region a type mentions, outermost first."""
-    out: list[Region] = []
+    return [x.region for x in walk(t) if isinstance(x, Ref)]
 
-    def walk(x: Type) -> None:
-        if isinstance(x, Ref):
-            out.append(x.region)
-            walk(x.target)
-        elif isinstance(x, Slice):
-            walk(x.elem)
-        elif isinstance(x, Tuple):
-            for p in x.parts:
-                walk(p)
-        elif isinstance(x, FnT):
-            for p in x.params:
-                walk(p)
-            walk(x.ret)
-        elif isinstance(x, Adt):
-            for a in x.args:
-                walk(a)
-        elif isinstance(x, BoxT):
-            walk(x.inner)
 
-    walk(t)
-    return out
+def mentions_region(t: Type, r: Region) -> bool:
+    """Occurs check used by the escape rule: does region r appear anywhere in t?"""
+    return any(x is r for x in regions_in(t))
 
 
 def substitute(t: Type, subst: dict) -> Type:
