@@ -369,68 +369,46 @@ class BuiltinLowering:
 
     def bi_fs_read(self, e, args):
         """Read as much of the file as fits in `into`; the count, or -1."""
-        b = self.b
         fd, _ = self.open_path(e, args[1], 0)
-        into = args[2]
-        result = self.alloca_builder.alloca(I64, name="fs_read.result")
-        b.store(ir.Constant(I64, -1), result)
-        opened = self.func.append_basic_block("fs_read.opened")
-        done = self.func.append_basic_block("fs_read.done")
-        b.cbranch(b.icmp_signed("<", fd, ir.Constant(I64, 0)), done, opened)
-        b.position_at_end(opened)
-        got = self.alloca_builder.alloca(I64, name="fs_read.got")
-        b.store(ir.Constant(I64, 0), got)
-        head = self.func.append_basic_block("fs_read.loop")
-        body = self.func.append_basic_block("fs_read.body")
-        close = self.func.append_basic_block("fs_read.close")
-        b.branch(head)
-        b.position_at_end(head)
-        have = b.load(got, typ=I64)
-        room = b.sub(b.extract_value(into, 1), have)
-        b.cbranch(b.icmp_signed(">", room, ir.Constant(I64, 0)), body, close)
-        b.position_at_end(body)
-        p = b.gep(b.extract_value(into, 0), [have], inbounds=True, source_etype=I8)
-        n = self.c("read", [fd, p, room])
-        stop = b.icmp_signed("<=", n, ir.Constant(I64, 0))
-        b.store(b.select(b.icmp_signed("<", n, ir.Constant(I64, 0)), ir.Constant(I64, -1), b.add(have, b.select(stop, ir.Constant(I64, 0), n))), got)
-        b.cbranch(stop, close, head)
-        b.position_at_end(close)
-        self.c("close", [fd])
-        b.store(b.load(got, typ=I64), result)
-        b.branch(done)
-        b.position_at_end(done)
-        return b.load(result, typ=I64)
+        return self.transfer(fd, args[2], "read", "fs_read")
 
     def bi_fs_write(self, e, args):
         """Create/truncate the file and write all of `bytes`; the count, or -1."""
-        b = self.b
         fd, _ = self.open_path(e, args[1], 0o1 | 0o100 | 0o1000)
-        data = args[2]
-        result = self.alloca_builder.alloca(I64, name="fs_write.result")
+        return self.transfer(fd, args[2], "write", "fs_write")
+
+    def transfer(self, fd: ir.Value, data: ir.Value, call: str, label: str) -> ir.Value:
+        """Move the whole slice through `read`/`write` on fd (if it opened), then close it.
+        The result is the byte count, or -1 when the open or a transfer failed. A `read` of 0
+        is the end of the file; a `write` of 0 is a failure."""
+        b = self.b
+        result = self.alloca_builder.alloca(I64, name=f"{label}.result")
+        done_count = self.alloca_builder.alloca(I64, name=f"{label}.count")
         b.store(ir.Constant(I64, -1), result)
-        opened = self.func.append_basic_block("fs_write.opened")
-        done = self.func.append_basic_block("fs_write.done")
+        opened = self.func.append_basic_block(f"{label}.opened")
+        done = self.func.append_basic_block(f"{label}.done")
         b.cbranch(b.icmp_signed("<", fd, ir.Constant(I64, 0)), done, opened)
         b.position_at_end(opened)
-        sent = self.alloca_builder.alloca(I64, name="fs_write.sent")
-        b.store(ir.Constant(I64, 0), sent)
-        head = self.func.append_basic_block("fs_write.loop")
-        body = self.func.append_basic_block("fs_write.body")
-        close = self.func.append_basic_block("fs_write.close")
+        b.store(ir.Constant(I64, 0), done_count)
+        head = self.func.append_basic_block(f"{label}.loop")
+        body = self.func.append_basic_block(f"{label}.body")
+        close = self.func.append_basic_block(f"{label}.close")
         b.branch(head)
         b.position_at_end(head)
-        have = b.load(sent, typ=I64)
+        have = b.load(done_count, typ=I64)
         left = b.sub(b.extract_value(data, 1), have)
         b.cbranch(b.icmp_signed(">", left, ir.Constant(I64, 0)), body, close)
         b.position_at_end(body)
         p = b.gep(b.extract_value(data, 0), [have], inbounds=True, source_etype=I8)
-        n = self.c("write", [fd, p, left])
-        bad = b.icmp_signed("<=", n, ir.Constant(I64, 0))
-        b.store(b.select(bad, ir.Constant(I64, -1), b.add(have, n)), sent)
-        b.cbranch(bad, close, head)
+        n = self.c(call, [fd, p, left])
+        stop = b.icmp_signed("<=", n, ir.Constant(I64, 0))
+        failed = b.icmp_signed("<", n, ir.Constant(I64, 0)) if call == "read" else stop
+        b.store(b.select(failed, ir.Constant(I64, -1), b.add(have, b.select(stop, ir.Constant(I64, 0), n))),
+                done_count)
+        b.cbranch(stop, close, head)
         b.position_at_end(close)
         self.c("close", [fd])
-        b.store(b.load(sent, typ=I64), result)
+        b.store(b.load(done_count, typ=I64), result)
         b.branch(done)
         b.position_at_end(done)
         return b.load(result, typ=I64)
