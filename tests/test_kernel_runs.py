@@ -373,6 +373,30 @@ def test_segfault_and_abort_end_only_the_program(backend, ir, signum):
         runner.close()
 
 
+ABORT_PROGRAM = """extern fn abort[&f](ffi: &f Ffi("libc")) -> [ffi("libc")] int;
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args } = split(world);
+    release(io); release(fs); release(heap); release(args);
+    let libc = narrow(ffi, "libc");
+    var n = 0;
+    borrow libc as &f in { n = abort(f); }
+    release(libc);
+    return n;
+}
+"""
+
+
+@pytest.mark.parametrize("backend_name", BACKENDS)
+def test_a_cancho_program_aborting_in_c_leaves_the_kernel_alive(kernel, backend_name):
+    """Foreign code reached through `extern fn` kills the program with SIGABRT; the cell says
+    so and the kernel (and its session) goes on."""
+    cell = run(kernel, f"%%run --backend {backend_name}\n" + ABORT_PROGRAM)
+    assert cell.status == "error"
+    assert cell.error["ename"] == "killed-by-signal"
+    assert "6" in cell.error["evalue"] or "SIGABRT" in cell.error["evalue"]
+    assert_alive(kernel)
+
+
 # -- the session -----------------------------------------------------------------------------------------
 
 
