@@ -13,23 +13,9 @@ import re
 import time
 
 import pytest
-from jupyter_client.manager import start_new_kernel
+from kernel_client import HELLO, Cell as BaseCell, assert_alive, run as run_cell, started_kernel  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("cancho_kernelspec")
-
-HELLO = """fn main(world: World) -> [] int {
-    let Split { io, ffi, fs, heap, args } = split(world);
-    release(ffi);
-    release(fs);
-    release(heap);
-    release(args);
-    borrow mut io as &!i in {
-        write_bytes(i, "hello, world\\n");
-    }
-    release(io);
-    return 0;
-}
-"""
 
 # {N} is the explorer's placeholder: the slider's value replaces it before the cell is compiled.
 LINES = """fn main(world: World) -> [] int {
@@ -58,56 +44,19 @@ TIMING = re.compile(r"\d+\.\d+|\d\s*ms\b|\d\s*s\b|×|\dx\b")
 
 @pytest.fixture(scope="module")
 def kernel():
-    km, kc = start_new_kernel(kernel_name="cancho", startup_timeout=60)
-    yield km, kc
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)
+    yield from started_kernel()
 
 
-class Cell:
-    def __init__(self, reply: dict, outputs: list[dict]) -> None:
-        self.reply, self.outputs = reply, outputs
-
-    @property
-    def status(self) -> str:
-        return self.reply["content"]["status"]
-
-    def of(self, msg_type: str) -> list[dict]:
-        return [m["content"] for m in self.outputs if m["msg_type"] == msg_type]
-
-    @property
-    def error(self) -> dict | None:
-        errs = self.of("error")
-        return errs[0] if errs else None
-
+class Cell(BaseCell):
     @property
     def result(self) -> dict | None:
         res = self.of("execute_result")
         return res[0] if res else None
 
-    def stream(self, name: str) -> str:
-        return "".join(c["text"] for c in self.of("stream") if c["name"] == name)
-
-    def plains(self) -> list[str]:
-        return [c["data"].get("text/plain", "") for c in self.of("display_data") + self.of("execute_result")]
-
 
 def run(kernel, code: str, timeout: float = 60) -> Cell:
-    _, kc = kernel
-    outputs: list[dict] = []
-
-    def hook(msg: dict) -> None:
-        if msg["msg_type"] not in ("status", "execute_input"):
-            outputs.append(msg)
-
-    reply = kc.execute_interactive(code, output_hook=hook, timeout=timeout)
-    return Cell(reply, outputs)
-
-
-def assert_alive(kernel) -> None:
-    cell = run(kernel, HELLO)
-    assert cell.status == "ok", cell.outputs
-    assert cell.stream("stdout") == "hello, world\n"
+    cell = run_cell(kernel, code, timeout)
+    return Cell(cell.reply, cell.outputs)
 
 
 def assert_bench_output(cell: Cell, labels: list[str], runs: int) -> dict:

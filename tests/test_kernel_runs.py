@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from jupyter_client.manager import start_new_kernel
+from kernel_client import Cell as BaseCell, run as run_cell, started_kernel
 
 from cancho_kernel.compiler.backends.process import RunLimits, StdoutTarget
 from cancho_kernel.kernel.runner import Runner, RunRequest
@@ -83,52 +83,19 @@ ECHO = program("""        var c = getchar(i);
 
 @pytest.fixture(scope="module")
 def kernel():
-    km, kc = start_new_kernel(kernel_name="cancho", startup_timeout=60)
-    yield km, kc
-    kc.stop_channels()
-    km.shutdown_kernel(now=True)
+    yield from started_kernel()
 
 
-class Cell:
-    def __init__(self, reply: dict, outputs: list[dict]) -> None:
-        self.reply = reply
-        self.outputs = outputs
-
-    @property
-    def status(self) -> str:
-        return self.reply["content"]["status"]
-
-    def of(self, msg_type: str) -> list[dict]:
-        return [m["content"] for m in self.outputs if m["msg_type"] == msg_type]
-
-    def stream(self, name: str) -> str:
-        return "".join(c["text"] for c in self.of("stream") if c["name"] == name)
-
-    @property
-    def error(self) -> dict | None:
-        errs = self.of("error")
-        return errs[0] if errs else None
-
+class Cell(BaseCell):
     @property
     def result(self) -> str | None:
         res = self.of("execute_result")
         return res[0]["data"]["text/plain"] if res else None
 
-    @property
-    def shown(self) -> str:
-        return "\n".join(c["data"].get("text/plain", "") for c in self.of("display_data"))
-
 
 def run(kernel, code: str, timeout: float = 60) -> Cell:
-    _, kc = kernel
-    outputs: list[dict] = []
-
-    def hook(msg: dict) -> None:
-        if msg["msg_type"] not in ("status", "execute_input"):
-            outputs.append(msg)
-
-    reply = kc.execute_interactive(code, output_hook=hook, timeout=timeout)
-    return Cell(reply, outputs)
+    cell = run_cell(kernel, code, timeout)
+    return Cell(cell.reply, cell.outputs)
 
 
 def assert_alive(kernel) -> None:
