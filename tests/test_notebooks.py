@@ -1,0 +1,97 @@
+"""The executable design documents in notebooks/: each one is run by strict nbval (`--nbval`, not
+`--nbval-lax`) through the `cancho` kernel, so every stored output — every claim, refusal,
+exit status, authority report and byte count — must be recomputed identically. Timings are
+never in `text/plain`; the bench tables that carry them are masked by tests/notebooks/sanitize.cfg,
+and plots (image/png) are never compared.
+
+Like tests/test_kernel_notebooks.py, nbval runs in a child pytest so that the README's single
+test command covers the notebooks.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+NOTEBOOKS = ROOT / "notebooks"
+SANITIZE = Path(__file__).resolve().parent / "notebooks" / "sanitize.cfg"
+PATHS = sorted(NOTEBOOKS.glob("*.ipynb"))
+FLAGSHIP = NOTEBOOKS / "bulk-output.ipynb"
+
+
+def _code(nb):
+    return [c for c in nb.cells if c.cell_type == "code"]
+
+
+def test_the_notebooks_exist():
+    names = {p.name for p in PATHS}
+    assert {"checked-output.ipynb", "authority-model.ipynb", "bulk-output.ipynb"} <= names
+
+
+@pytest.mark.usefixtures("cancho_kernelspec")
+def test_notebooks_pass_strict_nbval():
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "--nbval", "--nbval-sanitize-with", str(SANITIZE),
+         "--nbval-cell-timeout", "300", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark", "-o", "addopts=",
+         "--rootdir", str(NOTEBOOKS), *map(str, PATHS)],
+        capture_output=True, text=True, timeout=900, cwd=NOTEBOOKS)
+    assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-2000:]
+    assert re.search(r"\d+ passed", proc.stdout), proc.stdout[-2000:]
+    assert " failed" not in proc.stdout
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_notebooks_carry_kernel_metadata_and_outputs(path):
+    nb = nbformat.read(path, as_version=4)
+    assert nb.metadata["kernelspec"]["name"] == "cancho"
+    info = nb.metadata["language_info"]
+    assert (info["name"], info["pygments_lexer"], info["file_extension"]) == ("cancho", "cancho", ".cho")
+    code = _code(nb)
+    # executed and stored: the saved outputs are the reference nbval compares against
+    assert all(c.outputs for c in code), [c.source[:60] for c in code if not c.outputs]
+    # an error output is only stored where the cell says it expects one
+    for c in code:
+        if any(o.output_type == "error" for o in c.outputs):
+            assert "raises-exception" in c.metadata.get("tags", []), c.source[:80]
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_benches_stay_small(path):
+    """Bench cells run a few times only, so the suite stays within minutes on two cores."""
+    for c in _code(nb := nbformat.read(path, as_version=4)):
+        first = c.source.split("\n", 1)[0]
+        if first.startswith(("%bench", "%%bench")):
+            m = re.search(r"--runs (\d+)", first)
+            assert m and int(m.group(1)) <= 5, first
+
+
+def test_flagship_shows_every_claim_as_a_cell():
+    sources = [c.source for c in _code(nbformat.read(FLAGSHIP, as_version=4))]
+    heads = [s.split("\n", 1)[0] for s in sources]
+    assert any(h.startswith("%%c ") for h in heads) and any(h.startswith("%bench ") for h in heads)
+    assert "%%refused builtin-redeclared" in heads
+    assert sum(h.startswith("%%authority") for h in heads) >= 2 and "%authority" in heads
+    for target, status in (("/dev/full", 6), ("closed", 6), ("/dev/full", 15), ("/dev/full", 28),
+                           ("closed", 9), ("/dev/full", 55)):
+        assert any(f"--stdout {target} --expect-status {status}" in h for h in heads), (target, status)
+    assert any("--expect-trap" in h for h in heads)
+    assert any("examples/base64" in s for s in sources) and any("examples/sort" in s for s in sources)
+
+
+def test_html_export_highlights_cancho_cells():
+    """nbconvert picks the lexer from language_info.pygments_lexer; the package registers
+    `cancho`, so code cells come out as Pygments spans rather than plain text."""
+    from nbconvert import HTMLExporter
+
+    body, _ = HTMLExporter().from_notebook_node(nbformat.read(NOTEBOOKS / "authority-model.ipynb", as_version=4))
+    assert '<span class="k">fn</span>' in body                       # keyword
+    assert re.search(r'<span class="nf">main</span>', body)          # function name
+    assert re.search(r'<span class="cp">%%refused', body)            # directive line
+    assert 'highlight hl-cancho' in body
+    assert "<span class=\"nb\">release</span>" in body               # builtin
