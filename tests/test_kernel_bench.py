@@ -311,3 +311,24 @@ def test_range_and_substitution():
         with pytest.raises(DirectiveError):
             parse_range(bad)
     assert substitute("while n < {N} { f({N}); } {M}", {"N": 5}) == "while n < 5 { f(5); } {M}"
+
+
+def test_stdin_file_feeds_a_run_and_a_bench(kernel, tmp_path):
+    """`--stdin-file PATH` gives a kept program, a run and a bench a file as standard input."""
+    data = tmp_path / "in.txt"
+    data.write_bytes(b"abc\n" * 1000)
+    echo = """fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args } = split(world);
+    release(ffi); release(fs); release(heap); release(args);
+    var n = 0;
+    borrow mut io as &!i in { var c = getchar(i); while c >= 0 { n = n + 1; c = getchar(i); } }
+    release(io);
+    return n % 256;
+}
+"""
+    cell = run(kernel, f"%%run --name counter --stdin-file {data} --expect-status {4000 % 256}\n" + echo)
+    assert cell.status == "ok", cell.outputs
+    cell = run(kernel, f"%bench counter --runs 1 --warmup 0 --stdin-file {data} --expect-status {4000 % 256}")
+    assert cell.status == "ok", cell.outputs
+    bad = run(kernel, "%%run --stdin-file /nonexistent/file\n" + echo)
+    assert bad.status == "error" and "--stdin-file" in bad.error["evalue"]

@@ -35,7 +35,7 @@ from . import plots
 from . import presentation as P
 from .cbaseline import CFailure, compile_baseline, split_flags
 from .directives import (Body, Context, DirectiveError, RunOptions, _Parser, directive, parse_seconds,
-                         split_args, unescape)
+                         split_args, stdin_of)
 from .named import Program, valid_name
 from .runner import BACKENDS, RunFailed
 
@@ -171,6 +171,7 @@ def _bench_parser(prog: str, cell: bool) -> _Parser:
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--stdout", default="/dev/null")
     p.add_argument("--stdin", default=None)
+    p.add_argument("--stdin-file", default=None)
     p.add_argument("--args", nargs="*", default=None)
     p.add_argument("--timeout", default=None)
     p.add_argument("--expect-status", type=int, default=0)
@@ -209,7 +210,7 @@ def parse_bench_options(args: str, ctx: Context, cell: bool) -> BenchOptions:
         raise DirectiveError(f"{prog}: --warmup must not be negative")
     bench_target(ns.stdout)  # refuse a bad target before building anything
     opts = BenchOptions(names=list(ns.names), runs=runs, warmup=ns.warmup, stdout=ns.stdout,
-                        stdin=unescape(ns.stdin) if ns.stdin is not None else None,
+                        stdin=stdin_of(ns, None),
                         args=list(ns.args) if ns.args is not None else None,
                         timeout=parse_seconds(ns.timeout) if ns.timeout is not None else ctx.settings.timeout,
                         expect_status=ns.expect_status)
@@ -438,7 +439,7 @@ def resolve_names(ctx: Context, names: list[str]) -> list[tuple[Program, str]]:
 
 
 @directive("%bench", "%bench A B ... [--runs N] [--warmup N] [--stdout /dev/null|pipe|/dev/full|closed] "
-           "[--stdin TEXT] [--timeout S] [--expect-status N] [--args A ...]",
+           "[--stdin TEXT | --stdin-file PATH] [--timeout S] [--expect-status N] [--args A ...]",
            "time named programs (`%%run --name`, `%%c NAME`; `C:NAME` is the C baseline): a warm-up round, "
            "then N interleaved runs each (default 9) to /dev/null; plot, table, ratios to the first")
 def _bench_line(ctx: Context, args: str, body: Body) -> None:
@@ -451,7 +452,7 @@ def _bench_line(ctx: Context, args: str, body: Body) -> None:
 
 
 @directive("%%bench", "%%bench [NAMES ...] [--backend jit|exe|both] [--name NAME] [--runs N] [--warmup N] "
-           "[--stdout TARGET] [--stdin TEXT] [--timeout S] [--expect-status N] [--args A ...] "
+           "[--stdout TARGET] [--stdin TEXT | --stdin-file PATH] [--timeout S] [--expect-status N] [--args A ...] "
            "[--interactive --arg NAME=LOW:HIGH[:STEP] ...]",
            "time the cell's program (its `main`, or the last one) first, then the named programs; "
            "--interactive adds sliders that substitute {NAME} in the cell text and in --args, and rerun")
@@ -488,7 +489,7 @@ def _bench_cell(ctx: Context, args: str, body: Body) -> None:
     _bench_and_publish(ctx, programs + others, opts)
 
 
-@directive("%%c", "%%c NAME [--cflags FLAGS] [--ldflags FLAGS] [--run [--stdin TEXT] [--args A ...]]",
+@directive("%%c", "%%c NAME [--cflags FLAGS] [--ldflags FLAGS] [--run [--stdin TEXT | --stdin-file PATH] [--args A ...]]",
            "compile the cell's C text with `cc -O2` and keep it as the baseline NAME (`C:NAME` in %bench); "
            "--run also runs it once")
 def _c(ctx: Context, args: str, body: Body) -> None:
@@ -498,6 +499,7 @@ def _c(ctx: Context, args: str, body: Body) -> None:
     p.add_argument("--ldflags", default=None)
     p.add_argument("--run", action="store_true")
     p.add_argument("--stdin", default=None)
+    p.add_argument("--stdin-file", default=None)
     p.add_argument("--args", nargs="*", default=[])
     ns = p.parse_args(split_args(args))
     if not valid_name(ns.name):
@@ -511,7 +513,7 @@ def _c(ctx: Context, args: str, body: Body) -> None:
     except CFailure as e:
         ctx.fail(e.failure)
         return
-    prog.stdin = unescape(ns.stdin) if ns.stdin is not None else b""
+    prog.stdin = stdin_of(ns)
     prog.args = list(ns.args)
     replaced = ctx.session.programs.put(prog)
     kept = f"{'replaced' if replaced else 'kept'} C baseline `{prog.ref}` (cc -O2)"

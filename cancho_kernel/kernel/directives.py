@@ -19,6 +19,8 @@ way; they are imported at the end of this module.
 
 from __future__ import annotations
 
+import os
+
 import argparse
 import shlex
 import signal as _signal
@@ -250,6 +252,20 @@ def parse_signal(text: str) -> int:
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'": "'"}
 
 
+def stdin_of(ns, default: bytes | None = b"") -> bytes | None:
+    """Standard input from `--stdin TEXT` or `--stdin-file PATH` (read now, whole), else default."""
+    text, path = getattr(ns, "stdin", None), getattr(ns, "stdin_file", None)
+    if text is not None and path is not None:
+        raise DirectiveError("give --stdin or --stdin-file, not both")
+    if path is not None:
+        try:
+            with open(os.path.expanduser(path), "rb") as f:
+                return f.read()
+        except OSError as e:
+            raise DirectiveError(f"cannot read the --stdin-file `{path}`: {e.strerror}") from None
+    return unescape(text) if text is not None else default
+
+
 def unescape(text: str) -> bytes:
     """``--stdin`` text: the escapes \\n \\t \\r \\0 \\\\ are understood; the rest is UTF-8."""
     out, i = [], 0
@@ -288,6 +304,7 @@ def _run_parser() -> _Parser:
     p.add_argument("--backend", choices=BACKENDS)
     p.add_argument("--stdout", default="pipe")
     p.add_argument("--stdin", default=None)
+    p.add_argument("--stdin-file", default=None)
     p.add_argument("--args", nargs="*", default=[])
     p.add_argument("--timeout", default=None)
     p.add_argument("--max-output", default=None)
@@ -318,7 +335,7 @@ def parse_run_options(args: str, settings: Settings) -> RunOptions:
     if expect_signal is not None and ns.expect_status is not None:
         raise DirectiveError("give --expect-status or --expect-signal, not both")
     return RunOptions(ns.backend or settings.backend, target,
-                      unescape(ns.stdin) if ns.stdin is not None else b"", list(ns.args), limits,
+                      stdin_of(ns), list(ns.args), limits,
                       ns.expect_status, expect_signal, ns.name)
 
 
@@ -386,7 +403,7 @@ def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
 
 
 @directive("%%run", "%%run [--backend jit|exe] [--stdout pipe|/dev/full|closed|broken-pipe[:N]] "
-           "[--stdin TEXT] [--args A B ...] [--timeout S] [--max-output N] [--memory N] "
+           "[--stdin TEXT | --stdin-file PATH] [--args A B ...] [--timeout S] [--max-output N] [--memory N] "
            "[--expect-status N | --expect-signal SIG | --expect-trap] [--name NAME]",
            "compile the cell with the session and run it with these options; without a `main` in the "
            "cell, the last `main` runs again; --name keeps the program for %bench")
