@@ -24,53 +24,13 @@ from typing import Any, Callable
 from .harness import REPO_ROOT
 
 
-def _llvmlite_direct() -> Callable[[str], object]:
-    """JIT an IR text with llvmlite exactly as runtime.md §13.1–13.3 describes (O2, MCJIT).
-
-    Used when ``cancho_kernel.compiler.backends.jit`` offers none of the entry points below, so the
-    row still measures "IR to a callable address" rather than nothing.
-    """
-    import llvmlite.binding as llvm
-
-    llvm.initialize_native_target()
-    llvm.initialize_native_asmprinter()
-    llvm.initialize_native_asmparser()
-    target = llvm.Target.from_default_triple()
-    tm = target.create_target_machine(opt=2)
-    keep: list[object] = []  # engines must outlive the measurement; freed at process exit
-
-    def jit(ir: str) -> object:
-        mod = llvm.parse_assembly(ir)
-        mod.verify()
-        pto = llvm.create_pipeline_tuning_options(speed_level=2)
-        pb = llvm.create_pass_builder(tm, pto)
-        pb.getModulePassManager().run(mod, pb)
-        engine = llvm.create_mcjit_compiler(mod, tm)
-        engine.finalize_object()
-        addr = engine.get_function_address("main")
-        if not addr:
-            raise RuntimeError("the JIT module has no `main` symbol")
-        keep.append(engine)
-        return addr
-
-    return jit
-
-
 def _backend_jit() -> tuple[Callable[[str], object], str]:
-    """The project's MCJIT compile (``backends.mcjit.compile_ir``); else MCJIT over
-    ``backends.native``; else llvmlite directly. The method used is reported with the number."""
-    try:
-        from cancho_kernel.compiler.backends import mcjit
-    except ImportError:
-        mcjit = None  # type: ignore[assignment]
-    if mcjit is not None and callable(getattr(mcjit, "compile_ir", None)):
-        # What the JIT worker does before it forks a run: parse, verify, O2, MCJIT finalize,
-        # resolve `main`. The engine is returned and kept alive by the caller's result.
-        return mcjit.compile_ir, "cancho_kernel.compiler.backends.mcjit.compile_ir"
-    try:
-        return _native_mcjit(), "MCJIT over cancho_kernel.compiler.backends.native (O2)"
-    except ImportError:
-        return _llvmlite_direct(), "llvmlite MCJIT directly (no cancho JIT backend importable)"
+    """The project's MCJIT compile, exactly what the JIT worker does before it forks a run:
+    parse, verify, O2, MCJIT finalize, resolve `main`. The engine is returned and kept alive by
+    the caller's result."""
+    from cancho_kernel.compiler.backends import mcjit
+
+    return mcjit.compile_ir, "cancho_kernel.compiler.backends.mcjit.compile_ir"
 
 
 def measure(path: Path, runs: int) -> dict[str, Any]:

@@ -32,7 +32,6 @@ from .process import (
     RunLimits,
     RunResult,
     StdoutTarget,
-    StdoutKind,
     pump,
     result_from,
 )
