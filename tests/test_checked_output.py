@@ -59,3 +59,16 @@ def test_dev_null_target_discards_output_on_both_backends(worker, tmp_path):
         a = process.run_executable(out, [str(out)], b"", target, process.RunLimits(timeout=20))
         b = worker.run(result.ir, [str(out)], b"", target, process.RunLimits(timeout=20))
         assert (a.exit_status, a.stdout, b.exit_status, b.stdout) == (0, b"", 0, b"")
+
+
+def test_file_target_receives_everything_on_both_backends(worker, tmp_path):
+    result = api.compile_sources(api.load_sources([PROGRAMS / "flush_status.cho"]))
+    out = tmp_path / "prog"
+    exe.build_executable(result.ir, out)
+    for name, run in (("exe", lambda t: process.run_executable(out, [str(out)], b"", t, process.RunLimits(timeout=20))),
+                      ("jit", lambda t: worker.run(result.ir, [str(out)], b"", t, process.RunLimits(timeout=20)))):
+        path = tmp_path / f"{name}.txt"
+        path.write_text("stale contents that must be truncated\n")
+        r = run(process.StdoutTarget.parse(f"file:{path}"))
+        assert (r.exit_status, r.stdout) == (0, b"")
+        assert path.read_bytes() == b"hello\n"

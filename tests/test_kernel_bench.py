@@ -332,3 +332,11 @@ def test_stdin_file_feeds_a_run_and_a_bench(kernel, tmp_path):
     assert cell.status == "ok", cell.outputs
     bad = run(kernel, "%%run --stdin-file /nonexistent/file\n" + echo)
     assert bad.status == "error" and "--stdin-file" in bad.error["evalue"]
+
+
+def test_stdout_file_target_keeps_all_output(kernel, tmp_path):
+    target = tmp_path / "out.txt"
+    cell = run(kernel, f"%%run --stdout file:{target}\n" + HELLO)
+    assert cell.status == "ok", cell.outputs
+    assert target.read_bytes() == b"hello, world\n"
+    assert f"stdout went to the file {target}: 13 bytes" in "\n".join(cell.plains())

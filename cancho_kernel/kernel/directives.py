@@ -321,7 +321,7 @@ def parse_run_options(args: str, settings: Settings) -> RunOptions:
     try:
         target = StdoutTarget.parse(ns.stdout)
     except ValueError:
-        raise DirectiveError(f"unknown stdout target `{ns.stdout}`: use pipe, /dev/full, closed or "
+        raise DirectiveError(f"unknown stdout target `{ns.stdout}`: use pipe, /dev/full, /dev/null, file:PATH, closed or "
                              f"broken-pipe[:N]") from None
     if target.kind.value == "inherit":
         raise DirectiveError("a notebook cell cannot inherit the kernel's stdout")
@@ -402,7 +402,7 @@ def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
 # -- the directives -----------------------------------------------------------------------------------
 
 
-@directive("%%run", "%%run [--backend jit|exe] [--stdout pipe|/dev/full|closed|broken-pipe[:N]] "
+@directive("%%run", "%%run [--backend jit|exe] [--stdout pipe|/dev/full|/dev/null|file:PATH|closed|broken-pipe[:N]] "
            "[--stdin TEXT | --stdin-file PATH] [--args A B ...] [--timeout S] [--max-output N] [--memory N] "
            "[--expect-status N | --expect-signal SIG | --expect-trap] [--name NAME]",
            "compile the cell with the session and run it with these options; without a `main` in the "

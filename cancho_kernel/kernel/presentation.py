@@ -21,6 +21,8 @@ Rules (kernel.md §2.4, §3.6–3.7):
 
 from __future__ import annotations
 
+import os
+
 import html
 import signal as _signal
 from dataclasses import dataclass
@@ -74,6 +76,12 @@ def target_line(target: StdoutTarget, result: RunResult) -> str | None:
         return "stdout was /dev/full: 0 bytes reached it"
     if kind is StdoutKind.CLOSED:
         return "stdout was closed (>&-): 0 bytes reached it"
+    if kind is StdoutKind.FILE:
+        try:
+            size = os.path.getsize(target.path)
+        except OSError:
+            size = 0
+        return f"stdout went to the file {target.path}: {size} byte{'s' if size != 1 else ''}"
     if kind is StdoutKind.BROKEN_PIPE:
         n = target.broken_after
         return (f"stdout was a pipe whose reader left after {n} byte{'s' if n != 1 else ''}: "

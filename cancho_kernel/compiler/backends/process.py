@@ -54,6 +54,7 @@ class StdoutKind(str, Enum):
     PIPE = "pipe"
     DEV_FULL = "/dev/full"
     DEV_NULL = "/dev/null"
+    FILE = "file"
     CLOSED = "closed"
     BROKEN_PIPE = "broken-pipe"
     INHERIT = "inherit"
@@ -67,6 +68,7 @@ class StdoutTarget:
 
     kind: StdoutKind = StdoutKind.PIPE
     broken_after: int = 0
+    path: str | None = None  # FILE only: created (or truncated) before the program starts
 
     @classmethod
     def pipe(cls) -> "StdoutTarget":
@@ -80,6 +82,13 @@ class StdoutTarget:
     def dev_null(cls) -> "StdoutTarget":
         """Output discarded by the kernel's /dev/null, as benchmarks want (no reader competing)."""
         return cls(StdoutKind.DEV_NULL)
+
+    @classmethod
+    def file(cls, path: str) -> "StdoutTarget":
+        """Output written to a file, whole (nothing kept or truncated by the caller)."""
+        if not path:
+            raise ValueError("a file target needs a path")
+        return cls(StdoutKind.FILE, 0, path)
 
     @classmethod
     def closed(cls) -> "StdoutTarget":
@@ -97,8 +106,10 @@ class StdoutTarget:
 
     @classmethod
     def parse(cls, text: str) -> "StdoutTarget":
-        """``pipe``, ``/dev/full`` (or ``full``), ``/dev/null``, ``closed``, ``broken-pipe[:N]``,
-        ``inherit``."""
+        """``pipe``, ``/dev/full`` (or ``full``), ``/dev/null``, ``file:PATH``, ``closed``,
+        ``broken-pipe[:N]``, ``inherit``."""
+        if text.startswith("file:"):
+            return cls.file(text[len("file:"):])
         name, _, after = text.partition(":")
         aliases = {"full": StdoutKind.DEV_FULL, "devfull": StdoutKind.DEV_FULL, "null": StdoutKind.DEV_NULL}
         try:
@@ -247,8 +258,10 @@ class ChildStdio:
                 os.close(r)  # the reader leaves before the program starts
             else:
                 self.stdout_r = r
-        elif kind in (StdoutKind.DEV_FULL, StdoutKind.DEV_NULL):
-            fd = _above_stdio(os.open(kind.value, os.O_WRONLY | os.O_CLOEXEC))
+        elif kind in (StdoutKind.DEV_FULL, StdoutKind.DEV_NULL, StdoutKind.FILE):
+            name = self.target.path if kind is StdoutKind.FILE else kind.value
+            flags = os.O_WRONLY | os.O_CLOEXEC | (os.O_CREAT | os.O_TRUNC if kind is StdoutKind.FILE else 0)
+            fd = _above_stdio(os.open(name, flags, 0o644))
             self._child_owned.append(fd)
             self.child[1] = fd
         # CLOSED: no key 1.
