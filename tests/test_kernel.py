@@ -9,20 +9,7 @@ from __future__ import annotations
 
 import jupyter_kernel_test
 import pytest
-
-HELLO = """fn main(world: World) -> [] int {
-    let Split { io, ffi, fs, heap, args } = split(world);
-    release(ffi);
-    release(fs);
-    release(heap);
-    release(args);
-    borrow mut io as &!i in {
-        write_bytes(i, "hello, world\\n");
-    }
-    release(io);
-    return 0;
-}
-"""
+from kernel_client import HELLO
 
 STDERR = """fn main(world: World) -> [] int {
     let Split { io, ffi, fs, heap, args } = split(world);
