@@ -221,21 +221,30 @@ def mentions_region(t: Type, r: Region) -> bool:
     return any(x is r for x in regions_in(t))
 
 
+def map_type(t: Type, leaf, region=lambda r: r) -> Type:
+    """Rebuild t bottom-up: `leaf` may replace any type (return None to descend instead) and
+    `region` any reference's region. The one traversal behind substitution and zonking."""
+    got = leaf(t)
+    if got is not None:
+        return got
+    def go(x: Type) -> Type:
+        return map_type(x, leaf, region)
+    if isinstance(t, Ref):
+        return Ref(region(t.region), t.unique, go(t.target))
+    if isinstance(t, Slice):
+        return Slice(go(t.elem))
+    if isinstance(t, Tuple):
+        return Tuple(tuple(go(p) for p in t.parts))
+    if isinstance(t, FnT):
+        return FnT(tuple(go(p) for p in t.params), t.row, go(t.ret))
+    if isinstance(t, Adt):
+        return Adt(t.key, t.name, tuple(go(a) for a in t.args)) if t.args else t
+    if isinstance(t, BoxT):
+        return BoxT(go(t.inner))
+    return t
+
+
 def substitute(t: Type, subst: dict) -> Type:
     """Replace type parameters (by name) and regions (by identity) according to subst."""
-    if isinstance(t, Param):
-        return subst.get(("T", t.name), t)
-    if isinstance(t, Ref):
-        reg = subst.get(("R", t.region.uid), t.region)
-        return Ref(reg, t.unique, substitute(t.target, subst))
-    if isinstance(t, Slice):
-        return Slice(substitute(t.elem, subst))
-    if isinstance(t, Tuple):
-        return Tuple(tuple(substitute(p, subst) for p in t.parts))
-    if isinstance(t, FnT):
-        return FnT(tuple(substitute(p, subst) for p in t.params), t.row, substitute(t.ret, subst))
-    if isinstance(t, Adt):
-        return Adt(t.key, t.name, tuple(substitute(a, subst) for a in t.args))
-    if isinstance(t, BoxT):
-        return BoxT(substitute(t.inner, subst))
-    return t
+    return map_type(t, lambda x: subst.get(("T", x.name), x) if isinstance(x, Param) else None,
+                    lambda r: subst.get(("R", r.uid), r))

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from ..source import Span
 from .types import (STATIC, Adt, BoxT, FnT, Param, Ref, Region, Slice, Tuple, Type, Var,
-                    regions_in, substitute)
+                    map_type, regions_in, substitute, walk)
 
 
 class TypeRelations:
@@ -17,38 +17,15 @@ class TypeRelations:
 
     def zonk(self, t: Type) -> Type:
         """Replace solved inference variables throughout t."""
-        if isinstance(t, Var):
-            got = self.subst.get(t.uid)
-            return t if got is None else self.zonk(got)
-        if isinstance(t, Ref):
-            return Ref(t.region, t.unique, self.zonk(t.target))
-        if isinstance(t, Slice):
-            return Slice(self.zonk(t.elem))
-        if isinstance(t, Tuple):
-            return Tuple(tuple(self.zonk(p) for p in t.parts))
-        if isinstance(t, Adt) and t.args:
-            return Adt(t.key, t.name, tuple(self.zonk(a) for a in t.args))
-        if isinstance(t, BoxT):
-            return BoxT(self.zonk(t.inner))
-        if isinstance(t, FnT):
-            return FnT(tuple(self.zonk(p) for p in t.params), t.row, self.zonk(t.ret))
-        return t
+        def solved(x: Type):
+            if isinstance(x, Var):
+                got = self.subst.get(x.uid)
+                return x if got is None else self.zonk(got)
+            return None
+        return map_type(t, solved)
 
     def has_var(self, t: Type) -> bool:
-        t = self.zonk(t)
-        if isinstance(t, Var):
-            return True
-        if isinstance(t, Ref):
-            return self.has_var(t.target)
-        if isinstance(t, Slice):
-            return self.has_var(t.elem)
-        if isinstance(t, Tuple):
-            return any(self.has_var(p) for p in t.parts)
-        if isinstance(t, Adt):
-            return any(self.has_var(a) for a in t.args)
-        if isinstance(t, BoxT):
-            return self.has_var(t.inner)
-        return False
+        return any(isinstance(x, Var) for x in walk(self.zonk(t)))
 
     def solve(self, v: Var, t: Type, span: Span) -> None:
         if self.occurs(v, t):
@@ -56,20 +33,7 @@ class TypeRelations:
         self.subst[v.uid] = t
 
     def occurs(self, v: Var, t: Type) -> bool:
-        t = self.zonk(t)
-        if isinstance(t, Var):
-            return t is v
-        if isinstance(t, (Ref,)):
-            return self.occurs(v, t.target)
-        if isinstance(t, Slice):
-            return self.occurs(v, t.elem)
-        if isinstance(t, Tuple):
-            return any(self.occurs(v, p) for p in t.parts)
-        if isinstance(t, Adt):
-            return any(self.occurs(v, a) for a in t.args)
-        if isinstance(t, BoxT):
-            return self.occurs(v, t.inner)
-        return False
+        return any(x is v for x in walk(self.zonk(t)))
 
     def outlives(self, a: Region, b: Region) -> bool:
         """Does region a outlive region b (in this function)?"""
