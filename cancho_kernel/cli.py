@@ -349,19 +349,19 @@ def _run_exe(inv: Invocation, ir: str, run_dir: Path, exe_path: Path,
 def cmd_ir(inv: Invocation) -> int:
     from .compiler.backends import native
 
-    ir = _compiled_or_refused(inv)
-    text, diags = _backend_step(inv, lambda: native.optimized_ir(ir))
-    if diags:
-        return _refuse(diags)
-    _write_stdout(text)
-    return EXIT_OK
+    return _print_backend_text(inv, native.optimized_ir)
 
 
 def cmd_asm(inv: Invocation) -> int:
     from .compiler.backends import native
 
+    return _print_backend_text(inv, native.emit_asm)
+
+
+def _print_backend_text(inv: Invocation, render) -> int:
+    """Compile, turn the IR into text with `render` (optimized IR, assembly), print it."""
     ir = _compiled_or_refused(inv)
-    text, diags = _backend_step(inv, lambda: native.emit_asm(ir))
+    text, diags = _backend_step(inv, lambda: render(ir))
     if diags:
         return _refuse(diags)
     _write_stdout(text)

@@ -21,3 +21,11 @@ def cancho_kernelspec() -> str:
         subprocess.run([sys.executable, "-m", "cancho_kernel.install", "--sys-prefix"], check=True,
                        stdout=subprocess.DEVNULL)
     return "cancho"
+
+
+@pytest.fixture(scope="module")
+def kernel(cancho_kernelspec):
+    """One running cancho kernel per test module (manager, client), driven by kernel_client."""
+    from kernel_client import started_kernel
+
+    yield from started_kernel()

@@ -59,8 +59,8 @@ class Cell:
         return "\n".join(c["data"].get("text/plain", "") for c in self.of("display_data"))
 
 
-def run(kernel, code: str, timeout: float = 60) -> Cell:
-    """Execute `code` and wait for the reply, keeping every output message."""
+def run(kernel, code: str, timeout: float = 60, cell: type = Cell) -> Cell:
+    """Execute `code` and wait for the reply, keeping every output message (as `cell`)."""
     _, kc = kernel
     outputs: list[dict] = []
 
@@ -69,7 +69,7 @@ def run(kernel, code: str, timeout: float = 60) -> Cell:
             outputs.append(msg)
 
     reply = kc.execute_interactive(code, output_hook=hook, timeout=timeout)
-    return Cell(reply, outputs)
+    return cell(reply, outputs)
 
 
 def assert_alive(kernel) -> None:

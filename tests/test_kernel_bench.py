@@ -13,7 +13,7 @@ import re
 import time
 
 import pytest
-from kernel_client import HELLO, Cell as BaseCell, assert_alive, run as run_cell, started_kernel  # noqa: F401
+from kernel_client import HELLO, Cell as BaseCell, assert_alive, run as run_cell  # noqa: F401
 
 pytestmark = pytest.mark.usefixtures("cancho_kernelspec")
 
@@ -42,11 +42,6 @@ C_SLEEPY = "#include <unistd.h>\nint main(void) { usleep(200000); return 0; }\n"
 TIMING = re.compile(r"\d+\.\d+|\d\s*ms\b|\d\s*s\b|×|\dx\b")
 
 
-@pytest.fixture(scope="module")
-def kernel():
-    yield from started_kernel()
-
-
 class Cell(BaseCell):
     @property
     def result(self) -> dict | None:
@@ -55,8 +50,7 @@ class Cell(BaseCell):
 
 
 def run(kernel, code: str, timeout: float = 60) -> Cell:
-    cell = run_cell(kernel, code, timeout)
-    return Cell(cell.reply, cell.outputs)
+    return run_cell(kernel, code, timeout, cell=Cell)
 
 
 def assert_bench_output(cell: Cell, labels: list[str], runs: int) -> dict:

@@ -12,7 +12,7 @@ import time
 import uuid
 
 import pytest
-from kernel_client import Cell as BaseCell, run as run_cell, started_kernel
+from kernel_client import Cell as BaseCell, run as run_cell
 
 from cancho_kernel.compiler.backends.process import RunLimits, StdoutTarget
 from cancho_kernel.kernel.runner import Runner, RunRequest
@@ -81,11 +81,6 @@ ECHO = program("""        var c = getchar(i);
         }""")
 
 
-@pytest.fixture(scope="module")
-def kernel():
-    yield from started_kernel()
-
-
 class Cell(BaseCell):
     @property
     def result(self) -> str | None:
@@ -94,8 +89,7 @@ class Cell(BaseCell):
 
 
 def run(kernel, code: str, timeout: float = 60) -> Cell:
-    cell = run_cell(kernel, code, timeout)
-    return Cell(cell.reply, cell.outputs)
+    return run_cell(kernel, code, timeout, cell=Cell)
 
 
 def assert_alive(kernel) -> None:
