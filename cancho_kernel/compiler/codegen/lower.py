@@ -522,9 +522,7 @@ class FnLowering(AggregateLowering, BuiltinLowering):
         if op in ("/", "%"):
             return self.divide(op, a, c)
         if op in ("<<", ">>"):
-            if not isinstance(c, ir.Constant):
-                self.trap_if(b.icmp_unsigned(">=", c, ir.Constant(I64, 64)))
-            return b.shl(a, c) if op == "<<" else b.ashr(a, c)
+            return self.shift(op, a, c)
         if op == "&":
             return b.and_(a, c)
         if op == "|":
@@ -536,6 +534,21 @@ class FnLowering(AggregateLowering, BuiltinLowering):
         if op in ("<", "<=", ">", ">="):
             return b.icmp_signed(op, a, c)
         raise NotImplementedError(op)
+
+    def shift(self, op: str, a: ir.Value, c: ir.Value) -> ir.Value:
+        """Checked shift: an amount outside 0..63 traps (one unsigned compare also catches
+        negatives). Only a constant amount known to be in range skips the check; a constant
+        amount out of range traps unconditionally — `shl`/`ashr` by it would be poison, and the
+        checker folds only all-literal operations, so `x << 64` reaches us (issue 12)."""
+        b = self.b
+        if isinstance(c, ir.Constant) and 0 <= c.constant < 64:
+            return b.shl(a, c) if op == "<<" else b.ashr(a, c)
+        if isinstance(c, ir.Constant):
+            b.branch(self.trap_block())
+            b.position_at_end(self.func.append_basic_block("after.shift.trap"))
+            return ir.Constant(I64, 0)  # never observed: the block above has no predecessor
+        self.trap_if(b.icmp_unsigned(">=", c, ir.Constant(I64, 64)))
+        return b.shl(a, c) if op == "<<" else b.ashr(a, c)
 
     def divide(self, op: str, a: ir.Value, c: ir.Value) -> ir.Value:
         """Checked division: zero divisor traps; a divisor of -1 takes a real branch so that
