@@ -6,8 +6,11 @@ unreadable input in text mode, unwritable output, a `run` whose program died by 
 `run` otherwise exits with the program's own status, so `cancho run p.cho` and
 `cancho build p.cho && ./p` agree.
 
-Messages follow the reference CLI's wording. Nothing a compiler pass raises may escape as a
-traceback: it becomes a diagnostic with rule `internal` (exit 1).
+Messages follow the reference CLI's wording. A refusal in text mode is
+`path:line:col: error: message [rule-tag]`, then the source line and a caret; the tag closes the
+headline so tools that read a C compiler's `path:line:col: error: ` read ours (docs/cli.md).
+Nothing a compiler pass raises may escape as a traceback: it becomes a diagnostic with rule
+`internal` (exit 1).
 """
 
 from __future__ import annotations
@@ -53,6 +56,10 @@ options:
 
 A program is the set of files named, in any order. `check` also generates code and discards
 it, so a program it accepts is one `build` can compile.
+
+A refusal is `path:line:col: error: <message> [<rule-tag>]` on stderr, then the source line
+and a caret; `check --output json` gives the same refusals as data. See docs/cli.md, and
+docs/authority-report.md for what `authority` prints.
 
 exit status: 0 success, 1 refused, 2 usage, 3 environment; `run` exits with the program's own
 status, or 3 if the program was killed by a signal (a trap is signal 4, SIGILL).
@@ -260,16 +267,23 @@ def cmd_check(inv: Invocation) -> int:
 
 
 def cmd_authority(inv: Invocation) -> int:
-    """The authority report (runtime.md §7); a refused program fails like `check` in text mode."""
+    """The authority report (docs/authority-report.md); a refused program fails like `check` in
+    text mode, whatever the output form."""
     from .compiler.authority import authority_report
 
     sources, diags = _load(inv)
-    if not diags:
-        result = api.compile_sources(sources)
-        diags = list(result.diagnostics)
     if diags:
         return _refuse(diags)
-    report = authority_report(result.program)
+    try:
+        result = api.compile_sources(sources)
+        diags = list(result.diagnostics)
+        report = None if diags else authority_report(result.program)
+    except CompileError as exc:
+        diags = list(exc.diagnostics) or [_internal(inv, "to compile", exc)]
+    except Exception as exc:  # noqa: BLE001 - never a traceback
+        diags = [_internal(inv, "to compute the authority report", exc)]
+    if diags:
+        return _refuse(diags)
     _write_stdout(report.to_json() if inv.json else report.text())
     return EXIT_OK
 

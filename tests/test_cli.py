@@ -125,6 +125,7 @@ def test_compiler_exception_is_internal_not_a_traceback(src, capsys, monkeypatch
     code, out, err = cancho("check", src, capsys=capsys)
     assert code == 1 and "Traceback" not in err
     assert "kaboom" in err and "bug in cancho" in err
+    assert err.startswith(f"{src}: error: the compiler failed") and err.endswith(" [internal]\n")
     code, out, err = cancho("check", src, "--output", "json", capsys=capsys)
     assert code == 1 and json.loads(out)["refused"][0]["rule"] == "internal"
     code, out, err = cancho("build", src, capsys=capsys)
@@ -138,7 +139,111 @@ def test_invalid_ir_is_internal(src, capsys, monkeypatch):
         code, out, err = cancho(command, src, capsys=capsys)
         assert code == 1, command
         assert "error: the compiler failed to generate code" in err
+        assert err.rstrip("\n").endswith("[internal]")
         assert "Traceback" not in err
+
+
+TYPE_ERROR_CHO = """\
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args } = split(world);
+    release(io); release(ffi); release(fs); release(heap); release(args);
+    let x: int = "hi";
+    return 0;
+}
+"""
+
+NO_MAIN_CHO = "fn helper() -> [] int { return 0; }\n"
+
+BAD_EXTERN_CHO = """\
+extern fn system[&c](command: &c [byte]) -> [] c_int;
+
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args } = split(world);
+    release(io); release(ffi); release(fs); release(heap); release(args);
+    return 0;
+}
+"""
+
+
+def test_text_refusal_carries_its_rule_tag(tmp_path, capsys):
+    """`path:line:col: error: message [rule]`, then the source line and a caret (docs/cli.md)."""
+    prog = tmp_path / "typeerr.cho"
+    prog.write_text(TYPE_ERROR_CHO)
+    code, out, err = cancho("check", str(prog), capsys=capsys)
+    assert code == 1 and out == ""
+    assert err == (
+        f"{prog}:4:18: error: expected `int`, found `&static [byte]` [type-mismatch]\n"
+        "  |\n"
+        '4 |     let x: int = "hi";\n'
+        "  |                  ^^^^\n")
+
+
+def test_program_level_refusal_carries_its_rule_tag(tmp_path, capsys):
+    prog = tmp_path / "nomain.cho"
+    prog.write_text(NO_MAIN_CHO)
+    code, out, err = cancho("check", str(prog), capsys=capsys)
+    assert code == 1 and out == ""
+    assert err.startswith(f"{prog}: error: no `main` function")
+    assert err.endswith(" [program-shape]\n") and err.count("\n") == 1
+
+
+def test_every_refusal_is_tagged_and_json_is_untouched(tmp_path, capsys):
+    """Several refusals: each headline ends in its own tag, in the order JSON lists them; the
+    JSON message is the bare sentence, with no tag in it."""
+    prog = tmp_path / "two.cho"
+    prog.write_text(TYPE_ERROR_CHO + BAD_EXTERN_CHO.replace("fn main", "fn unused", 1))
+    code, out, err = cancho("check", str(prog), capsys=capsys)
+    assert code == 1
+    heads = [line for line in err.splitlines() if line.startswith(f"{prog}:")]
+    code, out, _ = cancho("check", str(prog), "--output", "json", capsys=capsys)
+    refused = json.loads(out)["refused"]
+    assert code == 1 and len(heads) == len(refused) >= 2
+    for head, item in zip(heads, refused):
+        assert head.endswith(f": error: {item['message']} [{item['rule']}]")
+        assert f"[{item['rule']}]" not in item["message"]
+
+
+@pytest.mark.parametrize("command", ["check", "build", "run", "ir", "asm", "authority"])
+def test_every_command_tags_its_refusals(command, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    prog = tmp_path / "bad.cho"
+    prog.write_text(BAD_EXTERN_CHO)
+    code, out, err = cancho(command, str(prog), capsys=capsys)
+    assert code == 1 and out == ""
+    assert err.startswith(
+        f"{prog}:1:11: error: `system` must borrow exactly one `Ffi` capability "
+        "[foreign-declaration]\n")
+    assert not (tmp_path / "bad").exists()
+
+
+def test_authority_json_refusal_is_text_on_stderr(tmp_path, capsys):
+    """`authority --output json` of a refused program fails like `check` in text mode."""
+    prog = tmp_path / "typeerr.cho"
+    prog.write_text(TYPE_ERROR_CHO)
+    code, out, err = cancho("authority", str(prog), "--output", "json", capsys=capsys)
+    assert code == 1 and out == ""
+    assert err.startswith(f"{prog}:4:18: error: ") and "[type-mismatch]\n" in err
+
+
+def test_authority_report_failure_is_internal_not_a_traceback(tmp_path, capsys, monkeypatch):
+    from cancho_kernel.compiler import authority
+
+    def boom(program):
+        raise RuntimeError("kaboom")
+
+    monkeypatch.setattr(authority, "authority_report", boom)
+    prog = tmp_path / "hello.cho"
+    prog.write_text(HELLO_CHO)
+    code, out, err = cancho("authority", str(prog), capsys=capsys)
+    assert code == 1 and out == "" and "Traceback" not in err
+    assert "kaboom" in err and err.rstrip("\n").endswith("[internal]")
+
+
+def test_usage_text_points_at_documents_that_exist(capsys):
+    code, out, _ = cancho("--help", capsys=capsys)
+    assert code == 0
+    for doc in ("docs/cli.md", "docs/authority-report.md"):
+        assert doc in out and (REPO / doc).is_file()
 
 
 def test_check_success_text_and_json(src, capsys, monkeypatch):

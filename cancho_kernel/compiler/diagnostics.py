@@ -2,6 +2,10 @@
 
 A refusal carries a stable rule tag (the reference's 58 tags), a message that says what to change,
 a fixed one-sentence explanation per rule, and a span (or none, for program-level refusals).
+
+The command line's text form ends the headline with the rule tag, the way `cc` ends a warning
+with its flag: `path:line:col: error: message [rule-tag]` (docs/cli.md). The kernel shows the tag
+on a line of its own, so `render` leaves it out unless asked.
 """
 
 from __future__ import annotations
@@ -100,12 +104,17 @@ class Diagnostic:
             return ("", -1, 0)
         return (self.span.source.path, self.span.line, self.span.column)
 
-    def render(self, color: bool = False) -> str:
-        """Text form: `path:line:col: error: message`, the source line and a caret line."""
+    def render(self, color: bool = False, rule_tag: bool = False) -> str:
+        """Text form: `path:line:col: error: message`, the source line and a caret line.
+
+        With `rule_tag`, the headline ends in ` [rule]`: after the message, so a tool that reads
+        `path:line:col: error: ` (as it reads a C compiler's) still finds it unchanged.
+        """
         red, bold, blue, reset = ("\x1b[31m", "\x1b[1m", "\x1b[34m", "\x1b[0m") if color else ("",) * 4
+        tag = f" [{self.rule}]" if rule_tag else ""
         if self.span is None:
             prefix = f"{self.file_hint}: " if self.file_hint else ""
-            return f"{bold}{prefix}{red}error{reset}{bold}: {self.message}{reset}"
+            return f"{bold}{prefix}{red}error{reset}{bold}: {self.message}{tag}{reset}"
         src = self.span.source
         line, col = src.line_col(self.span.start)
         end_line, end_col = src.line_col(max(self.span.start, self.span.end - 1))
@@ -114,7 +123,7 @@ class Diagnostic:
         width = max(1, min(width, max(1, len(text) - col + 1)))
         gutter = " " * len(str(line))
         return (
-            f"{bold}{src.path}:{line}:{col}: {red}error{reset}{bold}: {self.message}{reset}\n"
+            f"{bold}{src.path}:{line}:{col}: {red}error{reset}{bold}: {self.message}{tag}{reset}\n"
             f"{blue}{gutter} |{reset}\n"
             f"{blue}{line} |{reset} {text}\n"
             f"{blue}{gutter} |{reset} {' ' * (col - 1)}{red}{'^' * width}{reset}"
@@ -141,10 +150,11 @@ def sort_diagnostics(diags: list[Diagnostic]) -> list[Diagnostic]:
 
 
 def render_text(diags: list[Diagnostic], color: bool = False) -> str:
-    """All diagnostics, separated by blank lines, ending in a newline (empty string for none)."""
+    """The command line's text form: every diagnostic with its rule tag, separated by blank
+    lines, ending in a newline (empty string for none)."""
     if not diags:
         return ""
-    return "\n\n".join(d.render(color) for d in diags) + "\n"
+    return "\n\n".join(d.render(color, rule_tag=True) for d in diags) + "\n"
 
 
 def _jstr(s: str) -> str:
