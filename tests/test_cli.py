@@ -8,6 +8,7 @@ not the front end. One test goes through the real front end end to end.
 from __future__ import annotations
 
 import json
+import re
 import os
 import subprocess
 import sys
@@ -353,3 +354,45 @@ def test_end_to_end_through_the_front_end(tmp_path):
         p = subprocess.run([sys.executable, "-m", "cancho_kernel.cli", "run", str(prog),
                             "--backend", backend], capture_output=True, env=env, timeout=60)
         assert (p.returncode, p.stdout, p.stderr) == (6, b"hello\n", b"")
+
+
+# ---------------------------------------------------------------------------------------------
+# the user documents' examples are this CLI's real output
+
+DOCS_WITH_EXAMPLES = ("docs/cli.md", "docs/authority-report.md", "docs/foreign-authority.md")
+FENCE = re.compile(r"^```(\w+)([^\n]*)\n(.*?)^```$", re.M | re.S)
+
+
+def doc_examples(doc: str) -> tuple[dict[str, str], list[tuple[list[str], str]]]:
+    """A document's programs (```cancho file=NAME) and commands with their shown output
+    (```text cancho ARGS... or ```json cancho ARGS...)."""
+    files: dict[str, str] = {}
+    commands: list[tuple[list[str], str]] = []
+    for lang, info, body in FENCE.findall((REPO / doc).read_text()):
+        words = info.split()
+        if lang == "cancho" and words and words[0].startswith("file="):
+            files[words[0].removeprefix("file=")] = body
+        elif lang in ("text", "json") and words[:1] == ["cancho"]:
+            commands.append((words[1:], body))
+    return files, commands
+
+
+@pytest.mark.parametrize("doc", DOCS_WITH_EXAMPLES)
+def test_documented_output_is_what_the_cli_prints(doc, tmp_path, capsys, monkeypatch):
+    files, commands = doc_examples(doc)
+    assert files and commands, f"{doc} lost its checked examples"
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.chdir(tmp_path)
+    for args, shown in commands:
+        code, out, err = cancho(*args, capsys=capsys)
+        assert out + err == shown, f"{doc}: `cancho {' '.join(args)}` printed\n{out}{err}"
+        assert code == (1 if args[0] == "check" else 0)
+
+
+def test_cli_doc_lists_every_rule_tag():
+    from cancho_kernel.compiler.diagnostics import RULES
+
+    text = (REPO / "docs/cli.md").read_text()
+    listed = set(re.findall(r"`([a-z]+(?:-[a-z]+)*)`", text.split("## Rule tags", 1)[1]))
+    assert set(RULES) <= listed, sorted(set(RULES) - listed)
