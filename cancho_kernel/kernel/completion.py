@@ -163,11 +163,9 @@ def open_call(near: Near) -> Ref | None:
     """The callee of the innermost call still open at the cursor (`f(a, |` gives `f`), or None
     when the innermost open bracket is not a call's ``(``."""
     text = near.before
-    i = 0
-    if near.before_clipped:  # start at a line start: strings and comments never span lines
-        i = text.find("\n") + 1
-        if i == 0:
-            return None
+    # Start at a line start when the window holds one: strings and comments never span lines.
+    # A line longer than the window is read from the window's start (best effort).
+    i = text.find("\n") + 1 if near.before_clipped else 0
     opened: list[int] = []
     n = len(text)
     while i < n:
