@@ -94,11 +94,23 @@ function startState(): CanchoState {
   };
 }
 
+/** A copy of the nested C state: the C mode's own copy if it has one, else a shallow copy. */
+function copyC(c: unknown): unknown {
+  if (cMode.copyState) {
+    return (cMode.copyState as (x: unknown) => unknown)(c);
+  }
+  if (typeof c !== 'object' || c === null) {
+    return c;
+  }
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(c as Record<string, unknown>)) {
+    out[k] = Array.isArray(v) ? v.slice() : v;
+  }
+  return out;
+}
+
 function copyState(s: CanchoState): CanchoState {
-  return {
-    ...s,
-    c: s.c === null ? null : (cMode.copyState as (x: unknown) => unknown)(s.c)
-  };
+  return { ...s, c: s.c === null ? null : copyC(s.c) };
 }
 
 /** One header line (the stream is at the start of a line with something on it). */
