@@ -1,0 +1,197 @@
+"""Highlighting: one word catalogue behind the Pygments lexer and the JupyterLab extension.
+
+The catalogue (``cancho_kernel.highlight_words``) is derived from the compiler's tables; the
+Pygments lexer must class every word as the catalogue says, and the extension's generated
+``words.json`` and its committed bundle must hold the catalogue as it is now — so adding a
+builtin without rebuilding the extension fails here, naming the rebuild command.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+from pygments.lexers import get_lexer_by_name, get_lexer_for_filename, get_lexer_for_mimetype
+from pygments.lexers.c_cpp import CLexer
+from pygments.token import Comment, Error, Keyword, Name, Number, Operator, String
+
+from cancho_kernel import highlight_words
+from cancho_kernel.compiler.check.builtins import BUILTIN_EDITION, CAPABILITY_KINDS, PRELUDE_TYPE_EDITION
+from cancho_kernel.compiler.lexer import KEYWORDS
+from cancho_kernel.highlight_words import REGENERATE, WordClass, catalogue, catalogue_json
+from cancho_kernel.pygments_lexer import DIRECTIVE, WORD_TOKEN, CanchoLexer, split_header
+
+ROOT = Path(__file__).resolve().parent.parent
+LABEXT = ROOT / "labextension"
+PREBUILT = LABEXT / "prebuilt"
+
+
+def tokens(text: str) -> list[tuple[object, str]]:
+    """Non-blank (token, text) pairs of `text`."""
+    return [(t, v) for t, v in CanchoLexer().get_tokens(text) if v.strip()]
+
+
+# -- the catalogue ---------------------------------------------------------------------------------
+
+
+def test_catalogue_covers_the_compiler_tables_once():
+    cat = catalogue()
+    classed = [w for ws in cat.classes.values() for w in ws]
+    assert len(classed) == len(set(classed)), "a word is in two classes"
+    assert set(KEYWORDS) <= set(classed)
+    assert set(BUILTIN_EDITION) <= set(cat.classes[WordClass.BUILTIN])
+    assert set(PRELUDE_TYPE_EDITION) <= set(cat.classes[WordClass.TYPE]) | set(cat.classes[WordClass.CAPABILITY])
+    assert set(cat.classes[WordClass.CAPABILITY]) == set(CAPABILITY_KINDS) & set(PRELUDE_TYPE_EDITION)
+    assert {"World", "Io", "Fs", "Ffi"} <= set(cat.classes[WordClass.CAPABILITY])
+    assert {"int", "byte", "File"} <= set(cat.classes[WordClass.TYPE])
+    assert cat.class_of("fn") is WordClass.KEYWORD and cat.class_of("fnord") is None
+
+
+# -- the Pygments lexer agrees with the catalogue ------------------------------------------------
+
+
+@pytest.mark.parametrize("cls", [c for c in WordClass if c is not WordClass.CONTEXTUAL])
+def test_pygments_classes_every_word_as_the_catalogue(cls):
+    wrong = {}
+    for word in catalogue().classes[cls]:
+        toks = tokens(f"{word}\n")
+        if toks != [(WORD_TOKEN[cls], word)]:
+            wrong[word] = toks
+    assert not wrong, f"{cls.value} words lexed otherwise: {wrong}"
+
+
+def test_pygments_contextual_words_only_where_an_item_starts():
+    contextual = WORD_TOKEN[WordClass.CONTEXTUAL]
+    assert set(catalogue().classes[WordClass.CONTEXTUAL]) == {"edition", "static"}
+    assert tokens("edition 8;\n")[0] == (contextual, "edition")
+    assert tokens("pub static table: [int] { 1 }\n")[:3] == [(Keyword, "pub"), (contextual, "static"),
+                                                            (Name.Constant, "table")]
+    # Elsewhere they are ordinary identifiers, and `&static` is a region.
+    assert (Name, "edition") in tokens("let edition = 1;\n")
+    assert (Name.Label, "&static") in tokens("fn f(x: &static [byte]) -> [] int { return 0; }\n")
+
+
+def test_pygments_ordinary_words_and_near_misses():
+    assert tokens("fnord Worldly int8 _x\n") == [(Name, "fnord"), (Name.Class, "Worldly"), (Name, "int8"),
+                                                  (Name, "_x")]
+
+
+def test_pygments_effect_rows_regions_and_literals():
+    toks = tokens('fn greet[&i](io: &!i Io) -> [io_write, fs_read("/tmp")] int {\n'
+                  "    region a { let c: byte = 'z'; let n = alloc[a](0x1F) + t.0.1 + 1.5e3f32; }\n"
+                  '    return write_bytes(io, "hi\\n"); // done\n}\n')
+    assert (Name.Function, "greet") in toks
+    assert (Name.Label, "&i") in toks and (Name.Label, "&!i") in toks
+    assert (Name.Attribute, "io_write") in toks and (Name.Attribute, "fs_read") in toks
+    assert (Name.Label, "a") in toks and toks.count((Name.Label, "a")) == 2  # `region a`, `alloc[a]`
+    assert (String.Char, "'z'") in toks and (String.Escape, "\\n") in toks
+    assert (Number.Hex, "0x1F") in toks and (Number.Float, "1.5e3f32") in toks
+    assert [v for t, v in toks if t is Number.Integer] == ["0", "1"]  # `t.0.1`: fields, not a float
+    assert (Comment.Single, "// done") in toks
+    # After the row closes, words are ordinary again.
+    assert (Keyword.Type, "int") in toks
+
+
+def test_pygments_lexer_is_registered_for_cells_and_files():
+    assert isinstance(get_lexer_by_name("cancho"), CanchoLexer)
+    assert isinstance(get_lexer_for_filename("x.cho"), CanchoLexer)
+    assert isinstance(get_lexer_for_mimetype("text/x-cancho"), CanchoLexer)
+
+
+@pytest.mark.parametrize("path", sorted(ROOT.glob("examples/**/*.cho")), ids=lambda p: p.name)
+def test_pygments_lexes_examples_losslessly(path):
+    text = path.read_text(encoding="utf-8")
+    toks = list(CanchoLexer(stripnl=False, ensurenl=False).get_tokens_unprocessed(text))
+    assert "".join(v for _, _, v in toks) == text
+    assert [i for i, _, _ in toks] == sorted(i for i, _, _ in toks)
+    assert not [v for _, t, v in toks if t in Error], "error tokens in a valid example"
+
+
+# -- directive header and %%c cells --------------------------------------------------------------
+
+
+def test_directive_line_is_one_token():
+    toks = tokens("%%refused linear-use-after-move\nfn main(world: World) -> [] int { return 0; }\n")
+    assert toks[0] == (DIRECTIVE, "%%refused linear-use-after-move")
+    assert toks[1] == (Keyword, "fn")
+
+
+def test_directive_header_lines_and_only_the_header():
+    text = "\n# NBVAL_IGNORE_OUTPUT\n  %load lib.cho\n%%run --backend exe --args fn let\nlet x = 5\n% 2;\n"
+    toks = tokens(text)
+    assert toks[:3] == [(Comment.Special, "# NBVAL_IGNORE_OUTPUT"), (DIRECTIVE, "%load lib.cho"),
+                        (DIRECTIVE, "%%run --backend exe --args fn let")]
+    # A `%` line after the body started is the remainder operator, not a directive.
+    assert (Operator, "%") in toks and all(t is not DIRECTIVE for t, _ in toks[3:])
+    header = split_header(text)
+    assert not header.is_c and text[header.body_start:].startswith("let x")
+
+
+def test_c_cell_is_lexed_as_c():
+    body = '#include <stdio.h>\nint main(void) { /* c */ printf("%d\\n", 42); return 0; }\n'
+    text = "%load other.cho\n%%c base --run\n" + body
+    got = list(CanchoLexer().get_tokens(text))
+    assert [tv for tv in got[:4] if tv[1].strip()] == [(DIRECTIVE, "%load other.cho"), (DIRECTIVE, "%%c base --run")]
+    assert got[4:] == list(CLexer().get_tokens(body))
+    assert (Keyword.Type, "int") in got and (Comment.Multiline, "/* c */") in got
+    assert split_header(text).is_c
+    # `%%cat` or a C word in a cancho cell does not switch languages.
+    assert not split_header("%%check\nint\n").is_c
+
+
+# -- the JupyterLab extension holds the catalogue as it is now ----------------------------------
+
+
+def test_words_json_is_current():
+    current = highlight_words.WORDS_JSON.read_text(encoding="utf-8")
+    assert json.loads(current) == catalogue().as_json_obj(), (
+        f"labextension/src/words.json is stale against the compiler's catalogues; run: {REGENERATE}")
+    assert current == catalogue_json(), f"words.json is not in generated form; run: {REGENERATE}"
+
+
+def test_check_command_reports_a_stale_words_json(tmp_path, monkeypatch, capsys):
+    assert highlight_words.main(["--check"]) == 0
+    stale = tmp_path / "words.json"
+    stale.write_text('{"keyword": ["fn"]}\n', encoding="utf-8")
+    monkeypatch.setattr(highlight_words, "WORDS_JSON", stale)
+    assert highlight_words.main(["--check"]) == 1
+    assert REGENERATE in capsys.readouterr().err
+
+
+def _prebuilt_meta() -> dict:
+    return json.loads((PREBUILT / "package.json").read_text(encoding="utf-8"))
+
+
+def test_bundle_embeds_the_current_words():
+    load = PREBUILT / _prebuilt_meta()["jupyterlab"]["_build"]["load"]
+    assert load.is_file(), f"{load} is missing; run: {REGENERATE}"
+    embedded = []
+    for js in sorted((PREBUILT / "static").glob("*.js")):
+        # webpack emits a JSON import as JSON.parse('...') (no quotes or backslashes in the words).
+        embedded += re.findall(r"JSON\.parse\('(\{\"keyword\":[^']*\})'\)", js.read_text(encoding="utf-8"))
+    assert len(embedded) == 1, f"expected the word catalogue once in the bundle, found {len(embedded)}"
+    assert json.loads(embedded[0]) == catalogue().as_json_obj(), (
+        f"the prebuilt JupyterLab extension embeds a stale word catalogue; run: {REGENERATE}")
+
+
+def test_prebuilt_extension_is_mapped_into_the_wheel():
+    source_meta = json.loads((LABEXT / "package.json").read_text(encoding="utf-8"))
+    meta = _prebuilt_meta()
+    name = meta["name"]
+    assert name == source_meta["name"] and meta["version"] == source_meta["version"]
+    assert source_meta["jupyterlab"]["outputDir"] == "prebuilt"
+    assert (PREBUILT / "static" / "style.js").is_file()
+    pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    shared = pyproject["tool"]["hatch"]["build"]["targets"]["wheel"]["shared-data"]
+    target = f"share/jupyter/labextensions/{name}"
+    assert shared["labextension/prebuilt"] == target
+    assert shared["labextension/install.json"] == f"{target}/install.json"
+    install = json.loads((LABEXT / "install.json").read_text(encoding="utf-8"))
+    assert install["packageName"] == pyproject["project"]["name"]
+    # The sdist must keep the prebuilt bundle (it is what a wheel built from the sdist ships).
+    sdist = pyproject["tool"]["hatch"]["build"]["targets"].get("sdist", {})
+    assert not any(str(p).startswith("labextension/prebuilt") for p in sdist.get("exclude", []))
+    assert "prebuilt" not in (ROOT / ".gitignore").read_text(encoding="utf-8")
