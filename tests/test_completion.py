@@ -166,6 +166,38 @@ def test_directive_help(session, std):
     assert tip("%%run --backend exe", session, std, pos=10) is None  # an option, not a name
 
 
+def test_a_session_module_through_its_import(std):
+    s = Session()
+    for text in ("module geo;\n// Width times height.\npub fn area(w: int, h: int) -> [] int { return w * h; }\n"
+                 "fn hidden() -> [] int { return 1; }",
+                 "import geo;\nfn f() -> [] int { return geo.area(1, 2); }"):
+        out = s.process(s.new_source(text), compile=False)
+        assert out.ok, out.diagnostics
+        s.commit(out)
+    assert C.complete("geo.", 4, s, std)["matches"] == ["area"]  # `hidden` is not pub
+    text = tip("geo.area(", s, std)
+    assert text == ("pub fn area(w: int, h: int) -> [] int\n\nWidth times height.\n\n"
+                    "fn `area`, defined at cell[1]:3 (module geo)")
+    assert tip("geo.hidden(", s, std) is None
+    assert tip("geo", s, std) == "import geo;\n\nmodule geo, defined in the session's cells"
+    assert C.complete("module geo;\nhid", 15, s, std)["matches"] == ["hidden"]  # inside the module
+
+
+def test_call_site_builtins_have_signatures(session, std):
+    text = tip("open_read(", session, std)
+    assert text is not None and text.startswith('fn open_read[&f, &a](fs: &f Fs("p"), path: &a [byte]) -> [fs_read("p")] Opened')
+    assert tip("release(", session, std).startswith("fn release[C](c: C) -> [] int")
+    unsupported = tip("edition 2;\nconnect(", session, std)
+    assert unsupported is not None and "not supported by this compiler yet" in unsupported
+
+
+def test_std_modules_are_parsed_once(std):
+    first = std.module("std.io")
+    assert first is not None and std.module("std.io") is first
+    assert std.module("std.nope") is None and std.members("std.nope") == {}
+    assert "std.io" in std.module_names() and "std.vec" in std.module_names()
+
+
 # -- completion ----------------------------------------------------------------------------------------
 
 
@@ -270,6 +302,7 @@ def test_pathological_cells_finish(tmp_path):
             "import dots": "import " + "a." * 50000,
             "open parens": "(" * 100000,
             "quotes": '"' * 100000,
+            "char quotes": "'" * 100000,
             "fn spaces": "fn" + " " * 100000,
             "bench": "%bench " + "a " * 50000 + "b",
         }
@@ -285,6 +318,7 @@ def test_pathological_cells_finish(tmp_path):
     assert out["word"] == [[], False, "complete"]
     assert out["qualified"][0] == [] and out["blank lines"][0] == ["flush_out"]
     assert out["open parens"] == [[], False, "incomplete"]
+    assert out["char quotes"] == [[], False, "complete"]
 
 
 # -- through a real kernel ------------------------------------------------------------------------------

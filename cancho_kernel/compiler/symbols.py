@@ -69,6 +69,7 @@ class Symbol:
     module: str = ""               # the dotted module declaring it ("" for the root and the prelude)
     note: str = ""                 # e.g. why a builtin is not visible at the cell's edition
     public: bool = False           # reachable through a module qualifier (`pub`, or a foreign fn)
+    visible: bool = True           # a builtin or prelude type the asking edition can see
 
 
 # -- declarations ----------------------------------------------------------------------------------
@@ -186,6 +187,7 @@ CALL_SITE_SIGNATURES = {
     "alloc_slice": "alloc_slice[a](count: int, fill: T) -> &!a [T]   // traps if count < 0; T: val",
 }
 _FS_VERB_PARAMS = {None: "", "unique": ", into: &!b [byte]", "shared": ", bytes: &b [byte]"}
+_FS_VERB_REGIONS = {None: "&f, &a", "unique": "&f, &a, &b", "shared": "&f, &a, &b"}
 FORMS = ("alloc", "alloc_slice")
 
 
@@ -196,8 +198,8 @@ def split_signature(edition: int) -> str:
 
 def _fs_signature(name: str) -> str:
     label, third, ret = FS_VERBS[name]
-    return (f"fn {name}[&f, &p](fs: &f Fs(prefix), path: &p [byte]{_FS_VERB_PARAMS[third]}) "
-            f'-> [{label}("prefix")] {ret}   // the path must lie under the capability\'s prefix')
+    return (f'fn {name}[{_FS_VERB_REGIONS[third]}](fs: &f Fs("p"), path: &a [byte]{_FS_VERB_PARAMS[third]}) '
+            f'-> [{label}("p")] {ret}   // "p": the capability\'s prefix; a path outside it traps')
 
 
 def clamp_edition(edition: int) -> int:
@@ -224,14 +226,15 @@ def builtin_symbol(name: str, edition: int) -> Symbol | None:
         signature, note = f"fn {name}(...)", "not supported by this compiler yet"
     if since > edition:
         note = "; ".join(filter(None, [f"not visible here: needs `edition {since};` (this cell is at edition {edition})", note]))
-    return Symbol(name, SymbolKind.BUILTIN, signature, f"builtin, edition {since}", note=note)
+    return Symbol(name, SymbolKind.BUILTIN, signature, f"builtin, edition {since}", note=note,
+                  visible=since <= edition)
 
 
 # What the literal of a narrowable capability means (runtime.md §2.2).
 _CAP_LITERAL = {"Ffi": "scope", "Fs": "prefix", "Net": "bound", "Signals": "set", "Exec": "prefix"}
 
 _PRELUDE_HELP = {
-    "int": "a 64-bit signed integer; + - * / % trap on overflow",
+    "int": "a 64-bit signed integer; + - * trap on overflow, / and % on a zero divisor",
     "bool": "true or false",
     "byte": "an 8-bit unsigned integer (byte_of(n) traps outside 0..255)",
     "float": "a 64-bit IEEE float; its arithmetic never traps",
@@ -273,7 +276,8 @@ def prelude_symbol(name: str, edition: int) -> Symbol | None:
         signature = f"type {name}"
     help_line = _PRELUDE_HELP.get(name)
     note = f"not visible here: needs `edition {since};` (this cell is at edition {edition})" if since > edition else ""
-    return Symbol(name, kind, signature, f"prelude, edition {since}", (help_line,) if help_line else (), note=note)
+    return Symbol(name, kind, signature, f"prelude, edition {since}", (help_line,) if help_line else (), note=note,
+                  visible=since <= edition)
 
 
 # Words that are keywords only where an item starts (the lexer reads them as identifiers).
@@ -293,7 +297,7 @@ KEYWORD_HELP = {
     "import": "import std.io; / import a.b as q; — bind a module to a qualifier: q.name",
     "module": "module a.b; — the module this file's items belong to",
     "pub": "pub fn / pub struct ... — visible to other modules through their qualifier",
-    "let": "let x = e; / let x: T = e; — an immutable binding",
+    "let": "let x = e; / let x: T = e; — a binding that is never assigned again",
     "var": "var x = e; — a mutable binding",
     "res": "res struct / res enum — a resource: every value must be consumed exactly once",
     "val": "val struct / val enum — a copyable value (checked, not trusted)",

@@ -291,7 +291,7 @@ class Names:
     def module_symbol(self, qualifier: str, module: str) -> Symbol:
         alias = "" if qualifier == module.rsplit(".", 1)[-1] else f" as {qualifier}"
         std = self.std.module(module) if module.startswith("std.") and module not in self.session_modules() else None
-        where = std.path if std is not None else f"module {module} (defined in the session)"
+        where = std.path if std is not None else "defined in the session's cells"
         return Symbol(qualifier, SymbolKind.MODULE, f"import {module}{alias};", where,
                       std.doc if std is not None else (), module)
 
@@ -337,7 +337,7 @@ class Names:
         builtin = builtin_symbol(name, self.edition)
         prelude = prelude_symbol(name, self.edition)
         for sym in (builtin, prelude):
-            if sym is not None and not sym.note.startswith("not visible"):
+            if sym is not None and sym.visible:
                 return sym
         keyword = keyword_symbol(name)
         if keyword is not None:
