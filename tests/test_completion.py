@@ -185,7 +185,8 @@ def test_a_session_module_through_its_import(std):
 
 def test_call_site_builtins_have_signatures(session, std):
     text = tip("open_read(", session, std)
-    assert text is not None and text.startswith('fn open_read[&f, &a](fs: &f Fs("p"), path: &a [byte]) -> [fs_read("p")] Opened')
+    assert text is not None
+    assert text.startswith('fn open_read[&f, &a](fs: &f Fs("p"), path: &a [byte]) -> [fs_read("p")] Opened')
     assert tip("release(", session, std).startswith("fn release[C](c: C) -> [] int")
     unsupported = tip("edition 2;\nconnect(", session, std)
     assert unsupported is not None and "not supported by this compiler yet" in unsupported

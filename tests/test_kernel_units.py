@@ -140,6 +140,7 @@ def test_inspect_builtin_and_item():
     assert r["found"] and "-> [io_write] int" in r["data"]["text/plain"]
     r = completion.inspect("x = twice(i, 1)", 6, s)
     assert r["found"] and r["data"]["text/plain"].startswith("fn twice[&i](io: &!i Io, c: int) -> [io_write] int")
+    assert r["data"]["text/plain"].endswith("fn `twice`, defined at cell[1]:1")
     assert not completion.inspect("zzz", 1, s)["found"]
 
 

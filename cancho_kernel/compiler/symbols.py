@@ -181,7 +181,8 @@ class StdSymbols:
 # Builtins checked at the call site (their signature depends on the arguments), described here.
 CALL_SITE_SIGNATURES = {
     "release": "fn release[C](c: C) -> [] int   // C: any owned capability, consumed",
-    "narrow": 'fn narrow(c: C(p), lit: "...", ...) -> [] C(lit)   // Ffi/Fs/Net/Signals/Exec; several literals give a tuple',
+    "narrow": ('fn narrow(c: C(p), lit: "...", ...) -> [] C(lit)   '
+               "// Ffi/Fs/Net/Signals/Exec; several literals give a tuple"),
     "contents": "fn contents[&r, T](b: &r Box[T]) -> [] &r T",
     "alloc": "alloc[a](value: T) -> &!a T   // a: an open arena (region a { }), T: val",
     "alloc_slice": "alloc_slice[a](count: int, fill: T) -> &!a [T]   // traps if count < 0; T: val",
@@ -200,6 +201,10 @@ def _fs_signature(name: str) -> str:
     label, third, ret = FS_VERBS[name]
     return (f'fn {name}[{_FS_VERB_REGIONS[third]}](fs: &f Fs("p"), path: &a [byte]{_FS_VERB_PARAMS[third]}) '
             f'-> [{label}("p")] {ret}   // "p": the capability\'s prefix; a path outside it traps')
+
+
+def _not_visible(since: int, edition: int) -> str:
+    return f"not visible here: needs `edition {since};` (this cell is at edition {edition})"
 
 
 def clamp_edition(edition: int) -> int:
@@ -225,7 +230,7 @@ def builtin_symbol(name: str, edition: int) -> Symbol | None:
     else:
         signature, note = f"fn {name}(...)", "not supported by this compiler yet"
     if since > edition:
-        note = "; ".join(filter(None, [f"not visible here: needs `edition {since};` (this cell is at edition {edition})", note]))
+        note = "; ".join(filter(None, [_not_visible(since, edition), note]))
     return Symbol(name, SymbolKind.BUILTIN, signature, f"builtin, edition {since}", note=note,
                   visible=since <= edition)
 
@@ -275,7 +280,7 @@ def prelude_symbol(name: str, edition: int) -> Symbol | None:
     else:
         signature = f"type {name}"
     help_line = _PRELUDE_HELP.get(name)
-    note = f"not visible here: needs `edition {since};` (this cell is at edition {edition})" if since > edition else ""
+    note = _not_visible(since, edition) if since > edition else ""
     return Symbol(name, kind, signature, f"prelude, edition {since}", (help_line,) if help_line else (), note=note,
                   visible=since <= edition)
 

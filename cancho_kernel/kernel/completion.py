@@ -33,13 +33,12 @@ from ..compiler.check.builtins import BUILTIN_EDITION, PRELUDE_TYPE_EDITION
 from ..compiler.check.typetable import PRELUDE_DECLS
 from ..compiler.source import SourceFile
 from ..compiler.symbols import (CONTEXTUAL_WORDS, DECL_KIND, FORMS, KEYWORD_WORDS, StdSymbols, Symbol, SymbolKind,
-                                builtin_symbol, decl_symbol, declaration_text, doc_comment, keyword_symbol,
-                                prelude_symbol)
+                                builtin_symbol, clamp_edition, decl_symbol, declaration_text, doc_comment,
+                                keyword_symbol, prelude_symbol)
 from .directives import REGISTRY
 from .session import Session
 
 WINDOW = 4096  # characters on each side of the cursor that the cursor analysis reads
-MAX_EDITION = 8
 
 _IDENT_CHARS = frozenset(string.ascii_letters + string.digits + "_")
 _IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
@@ -218,7 +217,7 @@ def cell_edition(code: str, session: Session) -> int:
     """The cell's ``edition N;`` (clamped to the editions there are), else the session's."""
     m = _EDITION.search(code)
     if m:
-        return max(1, min(MAX_EDITION, int(m.group(1))))
+        return clamp_edition(int(m.group(1)))
     return session.edition
 
 
