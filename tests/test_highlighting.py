@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import subprocess
 import tomllib
 from pathlib import Path
 
+import nbformat
 import pytest
 from pygments.lexers import get_lexer_by_name, get_lexer_for_filename, get_lexer_for_mimetype
 from pygments.lexers.c_cpp import CLexer
@@ -195,3 +198,90 @@ def test_prebuilt_extension_is_mapped_into_the_wheel():
     sdist = pyproject["tool"]["hatch"]["build"]["targets"].get("sdist", {})
     assert not any(str(p).startswith("labextension/prebuilt") for p in sdist.get("exclude", []))
     assert "prebuilt" not in (ROOT / ".gitignore").read_text(encoding="utf-8")
+
+
+# -- the JupyterLab tokenizer and the Pygments lexer agree, character by character ----------------
+
+# The kind of a character, from a Pygments token (most specific first) or a CodeMirror token name.
+# Pygments shows both `res`/`val` and `edition`/`static` as Keyword.Declaration ("decl").
+_PYGMENTS_KINDS = [
+    (Comment.Preproc, "directive"), (Comment, "comment"), (String.Char, "char"), (String, "string"),
+    (Number, "number"), (Keyword.Constant, "constant"), (Keyword.Declaration, "decl"),
+    (Keyword.Type, "type"), (Keyword, "keyword"), (Name.Builtin.Pseudo, "capability"),
+    (Name.Builtin, "builtin"), (Name.Attribute, "effect"), (Name.Label, "region"),
+    (Name.Function, "fn-name"), (Name.Class, "class"), (Name.Constant, "static-name"),
+    (Name, "name"), (Operator, "operator"),
+]
+_CODEMIRROR_KINDS = {
+    "processingInstruction": "directive", "lineComment": "comment", "character": "char",
+    "string": "string", "escape": "string", "number": "number", "bool": "constant",
+    "modifier": "decl", "definitionKeyword": "decl", "typeName": "type", "keyword": "keyword",
+    "typeName.special": "capability", "variableName.standard": "builtin",
+    "attributeName": "effect", "labelName": "region", "variableName.function.definition": "fn-name",
+    "typeName.definition": "class", "className": "class", "variableName.constant": "static-name",
+    "variableName": "name", "operator": "operator", "punctuation": "plain", None: "plain",
+}
+
+_EDGE_CELLS = [
+    "\n# NBVAL_IGNORE_OUTPUT\n  %load lib.cho\n%%refused linear-use-after-move\nlet x = a\n% 2;\n",
+    "edition 8;\npub static table: [int] { 1 }\nstatic other: int { 2 }\nlet static = edition;\n",
+    'fn greet[&i, &b](io: &!i Io, s: &b [byte]) -> [io_write, fs_read("/tmp")] int {\n'
+    "    region a { let c: byte = '\\''; let n = alloc [a](0x1F) + t.0.1 + 1.5e3f32 + 2e-3; }\n"
+    '    borrow x as &!r in { return write_bytes(io, "hi \\"x\\"\\n"); } // done\n'
+    "    let f: fn(int) -> [] int = g; struct Point { x: int } enum E { A, B }\n"
+    "    return a && &static == b || c..d => _; res val true false World Worldly Box\n}\n",
+]
+
+
+def _pygments_kinds(text: str) -> list[str]:
+    kinds = ["plain"] * len(text)
+    for index, token, value in CanchoLexer(stripnl=False, ensurenl=False).get_tokens_unprocessed(text):
+        kind = next((k for t, k in _PYGMENTS_KINDS if token in t), "plain")
+        kinds[index:index + len(value)] = [kind] * len(value)
+    return kinds
+
+
+def _corpus() -> list[str]:
+    """Cells of the repository's cancho notebooks, the examples, and the edge cases above."""
+    texts = list(_EDGE_CELLS)
+    texts += [p.read_text(encoding="utf-8") for p in sorted(ROOT.glob("examples/**/*.cho"))]
+    for path in sorted([*ROOT.glob("notebooks/*.ipynb"), *ROOT.glob("tests/notebooks/*.ipynb")]):
+        nb = nbformat.read(path, as_version=4)
+        if nb.metadata.get("kernelspec", {}).get("name") == "cancho":
+            texts += [c.source for c in nb.cells if c.cell_type == "code"]
+    return texts
+
+
+def _codemirror_tokens(texts: list[str]) -> list[list[tuple[int, int, str | None]]]:
+    """Run the extension's tokenizer under node (CommonJS build into the ignored lib/cjs)."""
+    if shutil.which("node") is None or not (LABEXT / "node_modules" / "@codemirror" / "language").is_dir():
+        pytest.skip("needs node and labextension/node_modules (cd labextension && npm ci)")
+    built = LABEXT / "lib" / "cjs" / "cancho.js"
+    sources = [*(LABEXT / "src").iterdir(), LABEXT / "tsconfig.json"]
+    if not built.exists() or max(p.stat().st_mtime for p in sources) > built.stat().st_mtime:
+        subprocess.run(["npx", "tsc", "--module", "commonjs", "--outDir", "lib/cjs", "--composite", "false",
+                        "--incremental", "false", "--declaration", "false"],
+                       cwd=LABEXT, check=True, capture_output=True, timeout=240)
+    done = subprocess.run(["node", "test/tokenize.cjs"], cwd=LABEXT, input=json.dumps(texts),
+                          capture_output=True, text=True, check=True, timeout=240)
+    return json.loads(done.stdout)
+
+
+def test_codemirror_tokenizer_agrees_with_pygments():
+    texts = _corpus()
+    assert len(texts) > 50
+    disagreements = []
+    for text, toks in zip(texts, _codemirror_tokens(texts)):
+        header = split_header(text)
+        limit = header.body_start if header.is_c else len(text)  # C bodies: two different C lexers
+        cm = ["plain"] * len(text)
+        for start, end, token in toks:
+            cm[start:end] = [_CODEMIRROR_KINDS.get(token, f"other {token}")] * (end - start)
+        py = _pygments_kinds(text)
+        for i in range(limit):
+            if not text[i].isspace() and cm[i] != py[i]:
+                line = text.count("\n", 0, i) + 1
+                disagreements.append(f"line {line} {text.splitlines()[line - 1]!r} at {text[i]!r}: "
+                                     f"codemirror {cm[i]}, pygments {py[i]}")
+                break
+    assert not disagreements, "\n".join(disagreements[:20])

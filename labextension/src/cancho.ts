@@ -156,10 +156,15 @@ function body(stream: StringStream, state: CanchoState): string | null {
   if (state.c !== null) {
     return (cMode.token as (s: StringStream, st: unknown) => string | null)(stream, state.c);
   }
-  if (stream.sol()) {
+  // An item starts at column 0 (after an optional `pub`), as in the Pygments rules.
+  const atSol = stream.sol();
+  if (atSol) {
     state.itemStart = true;
   }
   if (stream.eatSpace()) {
+    if (atSol) {
+      state.itemStart = false;
+    }
     return null;
   }
   const wasItemStart = state.itemStart;
@@ -240,8 +245,19 @@ function word(
   itemStart: boolean,
   next: CanchoState['next']
 ): string | null {
+  // A name right after `region`, `fn`, `struct`/`enum` or `static` is named by its position,
+  // whatever the word (the Pygments rules match these pairs first too).
   if (next === 'allocRegion' || next === 'region') {
     return TOKEN.region;
+  }
+  if (next === 'fn') {
+    return TOKEN.fnName;
+  }
+  if (next === 'type') {
+    return TOKEN.typeDef;
+  }
+  if (next === 'static') {
+    return 'variableName.constant';
   }
   if (state.inRow) {
     return TOKEN.effect;
@@ -271,15 +287,6 @@ function word(
       state.afterAlloc = true;
     }
     return CLASS_TOKEN[cls];
-  }
-  if (next === 'fn') {
-    return TOKEN.fnName;
-  }
-  if (next === 'type') {
-    return TOKEN.typeDef;
-  }
-  if (next === 'static') {
-    return 'variableName.constant';
   }
   if (/^[A-Z]/.test(w)) {
     return TOKEN.userType;
