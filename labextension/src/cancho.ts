@@ -78,7 +78,7 @@ export interface CanchoState {
   next: 'fn' | 'type' | 'region' | 'static' | 'allocRegion' | null;
   /** The previous token was an `alloc`/`alloc_slice` form, so `[` opens its region. */
   afterAlloc: boolean;
-  /** Nothing but `pub` precedes this point on the line (an item may start here). */
+  /** An item may start here: at column 0, or right after a `pub` there. */
   itemStart: boolean;
 }
 
