@@ -34,6 +34,9 @@ SKIP_DIRS = {".git", "node_modules", "build", "dist", "out", ".venv", ".pytest_c
              ".hypothesis", ".ipynb_checkpoints", "__pycache__", "lib"}
 
 URL = re.compile(r"[a-z][a-z0-9+.-]*://\S+|mailto:\S+", re.I)
+# A link that leaves the repository: its text names a document elsewhere, e.g.
+# `[bulk-io.md §4](https://...)`, so that text is not looked for here.
+EXTERNAL_LINK = re.compile(r"\[[^\]\n]*\]\((?:[a-z][a-z0-9+.-]*://|mailto:)[^)\s]*\)", re.I)
 TOKEN = re.compile(
     r"(?P<doc>(?<![\w/.-])(?:\.{1,2}/)?\w[\w./-]*\.md)(?![\w-])"
     r"|(?P<sec>§\s?(?P<num>\d+(?:\.\d+)*))")
@@ -131,7 +134,7 @@ def dangling(text: Text, root: Path = REPO) -> list[Dangling]:
             if target_path is None or not target_path.exists() \
                     or not target_path.is_relative_to(root.resolve()):
                 out.append(Dangling(text.label, target, "link target does not exist"))
-    body = URL.sub(" ", text.body)
+    body = URL.sub(" ", EXTERNAL_LINK.sub(" ", text.body) if text.markdown else text.body)
     context: Path | None = text.document
     context_name = text.document.name if text.document is not None else None
     last_end = 0
@@ -220,6 +223,9 @@ def test_the_checker_finds_what_it_should(tmp_path: Path) -> None:
     assert dangling(Text("x", "[a](missing/page.md)", doc, True)) == [
         Dangling("x", "missing/page.md", "link target does not exist")]
     assert dangling(Text("x", "[a](https://example.org/x.md) and `docs/cli.md`", doc, True)) == []
+    assert dangling(Text("x", "[bulk-io.md §4](https://example.org/bulk-io.md)", doc, True)) == []
+    assert [d.reference for d in dangling(Text("x", "[bulk-io.md §4](bulk-io.md)", doc, True))] == [
+        "bulk-io.md", "bulk-io.md §4"]
     page = tmp_path / "page.md"
     page.write_text("# Title\n\n## 2. Two\n\n### 2.1 Sub\n")
     assert dangling(Text("p", "see §2, §2.1 and `page.md` §2", page), tmp_path) == []
