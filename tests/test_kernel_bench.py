@@ -58,8 +58,13 @@ def assert_bench_output(cell: Cell, labels: list[str], runs: int) -> dict:
     res = cell.result
     assert res is not None, cell.outputs
     data = res["data"]
-    assert set(data) >= {"text/plain", "image/png", "text/html"}
-    assert base64.b64decode(data["image/png"]).startswith(b"\x89PNG")
+    # one format per output: the table is the result, the plot its own display before it
+    assert set(data) == {"text/plain", "text/html"}
+    pictures = [d for d in cell.of("display_data") if "image/png" in d["data"]]
+    assert len(pictures) == 1, cell.outputs
+    assert set(pictures[0]["data"]) == {"image/png", "text/plain"}
+    assert base64.b64decode(pictures[0]["data"]["image/png"]).startswith(b"\x89PNG")
+    assert pictures[0]["data"]["text/plain"] == f"<bench plot: {' vs '.join(labels)}>"
     assert data["text/plain"] == f"bench: {' vs '.join(labels)}, {runs} run{'s' if runs != 1 else ''} each"
     for text in cell.plains():  # the progress display too: nothing nbval could not compare
         assert not TIMING.search(text), text
@@ -150,6 +155,23 @@ def test_cell_bench_on_both_backends_against_a_baseline(kernel):
     assert run(kernel, "%%run\n").stream("stdout") == "hello, world\n"
 
 
+def test_progress_is_an_updated_display_that_ends_as_one_line(kernel):
+    """No widget: a saved or exported notebook keeps the last state of an updated display, and a
+    widget would leave an empty placeholder there (and need scripts from a CDN)."""
+    cell = run(kernel, "%%bench --runs 3 --warmup 1\n" + HELLO)
+    assert cell.status == "ok", cell.outputs
+    first = [c for c in cell.of("display_data") if "bench progress" in c["data"].get("text/plain", "")]
+    assert len(first) == 1, cell.outputs
+    progress_id = first[0]["transient"]["display_id"]
+    assert "<progress" in first[0]["data"]["text/html"]
+    assert not any("widget" in k for c in cell.of("display_data") for k in c["data"])
+    updates = [c for c in cell.of("update_display_data") if c["transient"]["display_id"] == progress_id]
+    assert updates, cell.outputs
+    last = updates[-1]["data"]
+    assert last["text/plain"] == "bench: 4 runs (cell)"
+    assert "<progress" not in last["text/html"] and "bench: 4 runs (cell)" in last["text/html"]
+
+
 def test_a_failing_run_stops_the_bench(kernel):
     code = HELLO.replace("return 0;", "return 3;")
     cell = run(kernel, "%%bench --runs 2\n" + code)
@@ -221,13 +243,17 @@ def test_explorer_slider_update_republishes_the_plot(kernel):
     dropdowns = [c["data"]["state"]["description"] for c in opens
                  if c["data"]["state"].get("_model_name") == "DropdownModel"]
     assert sorted(dropdowns) == ["backend", "stdout"]
-    plots = [m["content"] for m in msgs if m["msg_type"] == "display_data"
+    shown = [m["content"] for m in msgs if m["msg_type"] == "display_data"
              and m["content"].get("transient", {}).get("display_id")]
-    assert len(plots) == 1
+    plots = [c for c in shown if "image/png" in c["data"]]
+    tables = [c for c in shown if "text/html" in c["data"] and "cancho-bench" in c["data"]["text/html"]]
+    assert len(plots) == 1 and len(tables) == 1, shown
     display_id = plots[0]["transient"]["display_id"]
-    assert "image/png" in plots[0]["data"]
-    assert plots[0]["data"]["text/plain"] == "bench: cell vs C hello, 1 run each, N=10"
-    assert plots[0]["metadata"]["cancho"]["bench"]["values"] == {"N": 10}
+    table_id = tables[0]["transient"]["display_id"]
+    assert display_id != table_id
+    assert plots[0]["data"]["text/plain"] == "<bench plot: cell vs C hello>"
+    assert tables[0]["data"]["text/plain"] == "bench: cell vs C hello, 1 run each, N=10"
+    assert tables[0]["metadata"]["cancho"]["bench"]["values"] == {"N": 10}
 
     slider = sliders[0]["comm_id"]
     update = kc.session.msg("comm_msg", {"comm_id": slider,
@@ -235,17 +261,20 @@ def test_explorer_slider_update_republishes_the_plot(kernel):
                                                   "buffer_paths": []}})
     kc.shell_channel.send(update)
     deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+    updated: dict[str, dict] = {}
+    while time.monotonic() < deadline and len(updated) < 2:
         msg = kc.get_iopub_msg(timeout=60)
         if msg["msg_type"] == "update_display_data" and \
-                msg["content"]["transient"].get("display_id") == display_id:
-            content = msg["content"]
-            break
-    else:
-        pytest.fail("the plot was not re-published")
+                msg["content"]["transient"].get("display_id") in (display_id, table_id):
+            updated[msg["content"]["transient"]["display_id"]] = msg["content"]
+    if len(updated) < 2:
+        pytest.fail(f"the plot and the table were not both re-published: {list(updated)}")
+    content = updated[display_id]
     assert "image/png" in content["data"], content["data"].get("text/plain")
-    assert content["data"]["text/plain"] == "bench: cell vs C hello, 1 run each, N=500"
-    doc = content["metadata"]["cancho"]["bench"]
+    assert content["data"]["text/plain"] == "<bench plot: cell vs C hello>"
+    table = updated[table_id]
+    assert table["data"]["text/plain"] == "bench: cell vs C hello, 1 run each, N=500"
+    doc = table["metadata"]["cancho"]["bench"]
     assert doc["values"] == {"N": 500} and doc["explorer"]["reruns"] == 1
     assert_alive(kernel)
 
@@ -265,12 +294,16 @@ def test_authority_of_a_cell_and_of_the_last_main(kernel):
     text = shown["data"]["text/plain"]
     assert text.startswith("performs\n    io_write\nnever touches\n    the filesystem")
     assert "<table" in shown["data"]["text/html"] and "never touches" in shown["data"]["text/html"]
-    assert shown["data"]["application/json"]["effects"] == ["io_write"]
-    assert shown["data"]["application/json"]["bounded"] is True
+    # no JSON bundle: JupyterLab would show it as a collapsed tree instead of the table
+    assert set(shown["data"]) == {"text/plain", "text/html"}
+    assert shown["metadata"]["cancho"]["authority"]["effects"] == ["io_write"]
+    assert shown["metadata"]["cancho"]["authority"]["bounded"] is True
     assert cell.stream("stdout") == ""  # reported, not run
     js = run(kernel, "%authority --json")
     assert js.status == "ok", js.outputs
     assert js.plains()[0].startswith('{\n  "bounded": true,\n  "unbounded_by": [],')
+    (js_shown,) = js.of("display_data")
+    assert set(js_shown["data"]) == {"text/plain"}
     assert run(kernel, "%authority --bogus").error["ename"] == "directive-error"
 
 

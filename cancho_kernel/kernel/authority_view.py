@@ -1,13 +1,15 @@
 """``%authority [--json]`` and ``%%authority``: the authority report of the session's program
-(runtime.md §7) in a notebook.
+(docs/authority-report.md) in a notebook.
 
 * ``%%authority`` checks the cell with the session (its ``main``, or the last one when it has
   none), commits its items like ``%%check``, and shows the report of that program; nothing runs.
 * ``%authority`` (on a cell of its own) shows the report of the last ``main``.
 
-Output: ``text/plain`` is the exact text report of runtime.md §7.2 (``--json``: the exact JSON of
-§7.3), ``text/html`` a readable table (labels, the categories the program never touches, the
-symbols it is unbounded by, provably pure functions), and ``application/json`` the report's data.
+Output: ``text/html`` a readable table (labels, the categories the program never touches, the
+symbols it is unbounded by, provably pure functions) with ``text/plain`` the exact text report
+(what ``cancho authority`` prints); the report's data rides in the metadata. With ``--json`` the
+output is the exact JSON text (``cancho authority --output json``) and nothing else: JupyterLab
+shows an ``application/json`` bundle as a collapsed tree, which hides the words a reader looks for.
 """
 
 from __future__ import annotations
@@ -55,10 +57,11 @@ def show(ctx: Context, program, as_json: bool) -> None:
         ctx.fail(P.simple_failure("unavailable", "the authority report is not built yet "
                                                  "(cancho_kernel/compiler/authority.py)"))
         return
-    text = rep.to_json() if as_json else rep.text()
-    ctx.display({"text/plain": text.rstrip("\n"), "text/html": _html(rep),
-                 "application/json": rep.data},
-                {"cancho": {"authority": rep.data}})
+    meta = {"cancho": {"authority": rep.data}}
+    if as_json:
+        ctx.display({"text/plain": rep.to_json().rstrip("\n")}, meta)
+    else:
+        ctx.display({"text/plain": rep.text().rstrip("\n"), "text/html": _html(rep)}, meta)
 
 
 def _program_of(ctx: Context, body: Body, what: str):
@@ -72,7 +75,7 @@ def _program_of(ctx: Context, body: Body, what: str):
     return outcome.program
 
 
-@directive("%authority", "%authority [--json]", "show the authority report (runtime.md §7) of the last `main` "
+@directive("%authority", "%authority [--json]", "show the authority report (docs/authority-report.md) of the last `main` "
            "with the session's items: what it performs, never touches, is unbounded by")
 def _authority_line(ctx: Context, args: str, body: Body) -> None:
     words = split_args(args)

@@ -10,11 +10,12 @@ What a bench does (kernel.md §2.3–2.4):
   ``%%run`` takes; wall, user and sys time and peak RSS come from the child's rusage;
 * medians with min–max; each item's ratio to the first item is computed round by round (run i of
   B divided by run i of A) and summarised by its median and min–max;
-* output: one ``execute_result`` with a PNG plot, an HTML table and a ``text/plain`` line without
-  any timing figure; the raw numbers are in ``metadata["cancho"]["bench"]``;
-* progress: an ipywidgets progress bar (closed when the bench ends), or, without widgets, a text
-  display updated through its ``display_id``. An interrupt cancels the running program, the cell
-  ends with a ``KeyboardInterrupt`` error and nothing else changes.
+* output: the PNG plot as one ``display_data``, then the HTML table as the ``execute_result``,
+  each with a ``text/plain`` line without any timing figure; the raw numbers are in the table's
+  ``metadata["cancho"]["bench"]``;
+* progress: an HTML progress bar updated through its ``display_id``, left as one text line when
+  the bench ends. An interrupt cancels the running program, the cell ends with a
+  ``KeyboardInterrupt`` error and nothing else changes.
 
 A run that does not end as expected (exit status 0 unless ``--expect-status N``) stops the bench
 with a ``bench-run-failed`` error: a time is only worth showing for a program that worked.
@@ -22,6 +23,7 @@ with a ``bench-run-failed`` error: a time is only worth showing for a program th
 
 from __future__ import annotations
 
+import html
 import statistics
 import threading
 import time
@@ -342,50 +344,54 @@ def document(items: list[Item], opts: BenchOptions, values: dict[str, int] | Non
 
 
 class Progress:
-    """A progress bar while a bench runs: an ipywidgets ``IntProgress`` (closed at the end, so it
-    disappears), else a text display updated through its ``display_id``.
+    """A progress bar while a bench runs, as plain HTML (``<progress>``) in a display updated
+    through its ``display_id``; when the bench ends it becomes one text line.
 
-    The widget's display keeps one fixed ``text/plain`` ("bench progress"), so a notebook stored
-    with it compares equal under nbval whatever the frontend did with the updates."""
+    Not an ipywidget: a widget leaves an empty placeholder (and a widget state that needs scripts
+    from a CDN) in a saved or exported notebook, while an updated display is stored as its last
+    state by every frontend, JupyterLab and nbclient alike. Updates are sent at most every
+    ``interval`` seconds (and always for the last run), so a bench of many short runs does not
+    flood the frontend."""
+
+    interval = 0.1
 
     def __init__(self, ctx: Context, total: int, what: str) -> None:
         self.ctx, self.total, self.what = ctx, total, what
-        self.widget = None
         self.display_id: str | None = None
-        if getattr(ctx, "silent", False):
+        self.done = 0
+        self.last_sent = 0.0
+        if getattr(ctx, "silent", False) or not hasattr(ctx, "update"):
             return
-        try:
-            import ipywidgets
+        self.display_id = uuid.uuid4().hex
+        ctx.display(self._bundle(0, "warm-up"), display_id=self.display_id)
 
-            self.widget = ipywidgets.IntProgress(value=0, min=0, max=total, description="bench",
-                                                 layout=ipywidgets.Layout(width="60%"))
-            data = dict(self.widget._repr_mimebundle_())
-            data["text/plain"] = "bench progress"
-            ctx.display(data)
-        except Exception:
-            self.widget = None
-            if hasattr(ctx, "update"):
-                self.display_id = uuid.uuid4().hex
-                ctx.display({"text/plain": "bench progress"}, display_id=self.display_id)
+    def _bundle(self, done: int, label: str) -> dict:
+        text = f"bench progress: {done} of {self.total} runs ({label})"
+        return {"text/plain": text,
+                "text/html": (f"<div class=\"cancho-progress\"><progress value=\"{done}\" max=\"{self.total}\" "
+                              f"style=\"width:40%;vertical-align:middle\"></progress> "
+                              f"<span>{html.escape(text)}</span></div>")}
 
     def step(self, done: int, total: int, label: str) -> None:
-        if self.widget is not None:
-            with self.widget.hold_sync():  # one comm message per run
-                self.widget.value = done
-                self.widget.description = f"{done}/{total}"
-        elif self.display_id is not None:
-            self.ctx.update({"text/plain": f"bench progress: {done} of {total} runs ({label})"},
-                            display_id=self.display_id)
+        self.done = done
+        if self.display_id is None:
+            return
+        now = time.monotonic()
+        if done < total and now - self.last_sent < self.interval:
+            return
+        self.last_sent = now
+        self.ctx.update(self._bundle(done, label), display_id=self.display_id)
 
     def finish(self) -> None:
-        if self.widget is not None:
-            try:
-                self.widget.close()
-            except Exception:
-                pass
-            self.widget = None
-        elif self.display_id is not None:
-            self.ctx.update({"text/plain": "bench progress"}, display_id=self.display_id)
+        """Leave one line saying what ran (no timing: it is compared by nbval)."""
+        if self.display_id is None:
+            return
+        n = self.done
+        text = (f"bench: {n} runs ({self.what})" if n == self.total
+                else f"bench stopped after {n} of {self.total} runs ({self.what})")
+        self.ctx.update({"text/plain": text, "text/html": f"<span class=\"cancho-progress\">{html.escape(text)}</span>"},
+                        display_id=self.display_id)
+        self.display_id = None
 
 
 def run_bench(ctx: Context, programs: list[tuple[Program, str]], opts: BenchOptions,
@@ -403,8 +409,11 @@ def run_bench(ctx: Context, programs: list[tuple[Program, str]], opts: BenchOpti
 
 
 def publish(ctx: Context, doc: dict) -> None:
-    data, meta = plots.bundle(doc)
-    ctx.result(data, meta)
+    """The plot as its own output, then the table as the cell's result."""
+    shown = plots.displays(doc)
+    if shown.plot is not None:
+        ctx.display(shown.plot.data, shown.plot.metadata)
+    ctx.result(shown.table.data, shown.table.metadata)
 
 
 def _bench_and_publish(ctx: Context, programs: list[tuple[Program, str]], opts: BenchOptions) -> None:

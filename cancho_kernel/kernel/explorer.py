@@ -8,9 +8,12 @@ can take the value as a command-line argument. Several ``--arg`` give several sl
 Above the plot: one slider per ``--arg`` (``continuous_update=False``: a rerun when the slider is
 released, not on every pixel), a backend dropdown (jit / exe, for the cell's program) and a stdout
 dropdown. A change rebuilds the cell's program with the new values, benches everything again
-(``--runs``, default 3 here) and replaces the plot and table through ``update_display_data`` on
-the display's ``display_id``. A refusal, a failed run or an interrupt replaces the plot by a line
-saying so; the controls stay usable.
+(``--runs``, default 3 here) and replaces the plot and the table, two outputs with a
+``display_id`` each, through ``update_display_data``. A refusal, a failed run or an interrupt
+replaces the plot by a line saying so; the controls stay usable.
+
+The widgets keep the explorer alive (ipywidgets holds every open widget, and each control's
+observer is a bound method of the explorer), so nothing else needs to.
 
 The cell's items join the session once (the first build); reruns never change the session.
 """
@@ -28,8 +31,6 @@ from .bench import (BENCH_TARGETS, BenchFailed, BenchInterrupted, BenchOptions, 
 from .directives import Body, Context
 from .runner import BACKENDS
 
-_LIVE: list["Explorer"] = []  # widgets keep their observers alive; this keeps the explorers findable
-_KEEP = 20
 
 
 class Explorer:
@@ -40,7 +41,8 @@ class Explorer:
         self.values = {name: lo for name, lo, _hi, _step in opts.ranges}
         self.backend = opts.backends[0]
         self.stdout = opts.stdout
-        self.display_id = uuid.uuid4().hex
+        self.plot_id = uuid.uuid4().hex
+        self.table_id = uuid.uuid4().hex
         self.reruns = 0
         self.sliders = {name: W.IntSlider(value=lo, min=lo, max=hi, step=step, description=name,
                                           continuous_update=False)
@@ -54,7 +56,7 @@ class Explorer:
 
     # -- one measurement -----------------------------------------------------------------------------
 
-    def _compute(self, commit: bool) -> tuple[dict, dict]:
+    def _compute(self, commit: bool) -> plots.BenchDisplays:
         session = self.ctx.session
         text = substitute(self.body.text, self.values)
         source = session.new_source(text, self.body.line_offset, self.body.path or self.body.cell_name)
@@ -79,14 +81,14 @@ class Explorer:
                 except OSError:
                     pass
         doc["explorer"] = {"backend": self.backend, "reruns": self.reruns}
-        return plots.bundle(doc)
+        return plots.displays(doc)
 
     def start(self) -> None:
         data = dict(self.controls._repr_mimebundle_())
         data["text/plain"] = "bench explorer controls: " + ", ".join(self.sliders) + ", backend, stdout"
         self.ctx.display(data)
         try:
-            data, meta = self._compute(commit=True)
+            shown = self._compute(commit=True)
         except BenchFailed as e:
             self.ctx.fail(e.failure)
             return
@@ -94,9 +96,9 @@ class Explorer:
             self.ctx.fail(P.simple_failure("KeyboardInterrupt", f"bench interrupted after {e.done} of {e.total} "
                                                                 "runs; the session is kept"))
             return
-        self.ctx.display(data, meta, display_id=self.display_id)
-        _LIVE.append(self)
-        del _LIVE[:-_KEEP]
+        plot = shown.plot or plots.Display(self._message("the plot needs matplotlib"), {})
+        self.ctx.display(plot.data, plot.metadata, display_id=self.plot_id)
+        self.ctx.display(shown.table.data, shown.table.metadata, display_id=self.table_id)
 
     # -- a control moved -------------------------------------------------------------------------------
 
@@ -106,14 +108,21 @@ class Explorer:
         self.stdout = self.stdout_box.value
         self.reruns += 1
         try:
-            data, meta = self._compute(commit=False)
+            shown = self._compute(commit=False)
         except BenchFailed as e:
-            data, meta = self._message(f"{e.failure.ename}: {e.failure.evalue}"), {}
+            shown = self._failed(f"{e.failure.ename}: {e.failure.evalue}")
         except (BenchInterrupted, KeyboardInterrupt):
-            data, meta = self._message("interrupted; move a control to measure again"), {}
+            shown = self._failed("interrupted; move a control to measure again")
         except Exception as e:  # a bug of ours: say so in the display, keep the kernel
-            data, meta = self._message(f"internal: the kernel failed: {type(e).__name__}: {e}"), {}
-        self.ctx.update(data, meta, display_id=self.display_id)
+            shown = self._failed(f"internal: the kernel failed: {type(e).__name__}: {e}")
+        plot = shown.plot or plots.Display(self._message("the plot needs matplotlib"), {})
+        self.ctx.update(plot.data, plot.metadata, display_id=self.plot_id)
+        self.ctx.update(shown.table.data, shown.table.metadata, display_id=self.table_id)
+
+    def _failed(self, text: str) -> plots.BenchDisplays:
+        """What replaces the plot and the table when a rerun did not measure."""
+        line = self._message(text)
+        return plots.BenchDisplays(plots.Display(line, {}), plots.Display({"text/plain": "", "text/html": ""}, {}))
 
     def _message(self, text: str) -> dict:
         vals = ", ".join(f"{k}={v}" for k, v in self.values.items())

@@ -1,6 +1,6 @@
-"""How a bench result looks: a PNG plot (matplotlib, Agg, no pyplot global state), an HTML table
-and a ``text/plain`` line without a single timing figure (kernel.md §2.4, §3.7: nbval compares
-``text/plain`` and ``text/html`` but never ``image/png``).
+"""How a bench result looks: a PNG plot (matplotlib, Agg, no pyplot global state) and an HTML table,
+published as two outputs, each with a ``text/plain`` line without a single timing figure (nbval
+compares ``text/plain`` and ``text/html`` but never ``image/png``).
 
 The HTML table does carry the numbers: a notebook that keeps a bench cell under strict nbval tags
 it ``nbval-ignore-output`` (or masks the table with a sanitize file), while its ``text/plain``
@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import html
 import io
+from dataclasses import dataclass
 
 C_COLOUR = "#8c8c8c"
 CANCHO_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#17becf")
@@ -122,13 +123,37 @@ def png(doc: dict) -> bytes | None:
     return buf.getvalue()
 
 
-def bundle(doc: dict) -> tuple[dict, dict]:
-    """(data, metadata) of a bench display: text/plain, text/html, image/png; raw JSON in metadata."""
-    data = {"text/plain": plain(doc), "text/html": table(doc)}
+@dataclass(frozen=True)
+class Display:
+    """One output's mime bundle and metadata. A frontend shows one format per output (JupyterLab
+    and nbconvert both prefer HTML to PNG), so a plot and a table are two displays, never one."""
+
+    data: dict
+    metadata: dict
+
+
+@dataclass(frozen=True)
+class BenchDisplays:
+    """What a bench publishes: its plot (``image/png``, or ``None`` without matplotlib) and its
+    table (``text/html``) as separate outputs; the raw numbers ride in the table's metadata."""
+
+    plot: Display | None
+    table: Display
+
+
+def plot_plain(doc: dict) -> str:
+    """The plot's comparable ``text/plain`` (what a text frontend shows instead of the image)."""
+    return "<bench plot: " + " vs ".join(it["label"] for it in doc["items"]) + ">"
+
+
+def displays(doc: dict) -> BenchDisplays:
+    """The plot and the table of a bench document."""
     image = png(doc)
-    meta: dict = {"cancho": {"bench": doc}}
+    table_meta: dict = {"cancho": {"bench": doc}}
+    plot = None
     if image is not None:
-        data["image/png"] = base64.b64encode(image).decode("ascii")
+        plot = Display({"image/png": base64.b64encode(image).decode("ascii"), "text/plain": plot_plain(doc)},
+                       {"image/png": {"alt": plain(doc)}})
     else:
-        meta["cancho"]["plot"] = "unavailable: matplotlib is not installed"
-    return data, meta
+        table_meta["cancho"]["plot"] = "unavailable: matplotlib is not installed"
+    return BenchDisplays(plot, Display({"text/plain": plain(doc), "text/html": table(doc)}, table_meta))
