@@ -67,7 +67,7 @@ class TestCanchoKernel(jupyter_kernel_test.KernelTests):
         'let s = "never closed',
     ]
 
-    code_page_something = "%help"
+    code_page_something = "%doc split"
     code_generate_error = "fn f(x: int) -> [] int {\n    return y;\n}"
     code_execute_result = [{"code": RESULT, "result": "returned 0"}]
     code_display_data = [{"code": "%who", "mime": "text/html"},

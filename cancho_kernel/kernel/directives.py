@@ -19,11 +19,12 @@ way; they are imported at the end of this module.
 
 from __future__ import annotations
 
-import os
-
 import argparse
+import html
+import os
 import shlex
 import signal as _signal
+import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,15 +120,32 @@ def known_names() -> str:
     return ", ".join(sorted(REGISTRY))
 
 
+HELP_HEAD = "cancho kernel directives (lines at the top of a cell):"
+HELP_TAIL = ("Without a cell directive, a cell with `fn main(world: World) -> [] int` is compiled with the "
+             "session's items and run; a cell without one is checked and its items join the session "
+             "(re-running a cell replaces its items).")
+
+
+def _help_entries() -> list[Directive]:
+    return sorted(REGISTRY.values(), key=lambda d: (not d.is_cell, d.name))
+
+
 def help_text() -> str:
-    lines = ["cancho kernel directives (lines at the top of a cell):", ""]
-    for d in sorted(REGISTRY.values(), key=lambda d: (not d.is_cell, d.name)):
+    lines = [HELP_HEAD, ""]
+    for d in _help_entries():
         lines.append(f"  {d.usage}")
         lines.append(f"      {d.help}")
-    lines += ["", "Without a cell directive, a cell with `fn main(world: World) -> [] int` is compiled",
-              "with the session's items and run; a cell without one is checked and its items join",
-              "the session (re-running a cell replaces its items)."]
+    lines += ["", *textwrap.wrap(HELP_TAIL, 96)]
     return "\n".join(lines)
+
+
+def help_html() -> str:
+    """The same list as a table: JupyterLab and nbconvert show HTML, and a table wraps."""
+    rows = "".join(f"<tr><td style=\"text-align:left;white-space:nowrap\"><code>{html.escape(d.name)}</code></td>"
+                   f"<td style=\"text-align:left\"><code>{html.escape(d.usage)}</code><br>{html.escape(d.help)}</td></tr>"
+                   for d in _help_entries())
+    return (f"<p>{html.escape(HELP_HEAD)}</p><table class=\"cancho-help\"><tbody>{rows}</tbody></table>"
+            f"<p>{html.escape(HELP_TAIL)}</p>")
 
 
 # -- parsing a cell's header -----------------------------------------------------------------------
@@ -606,9 +624,25 @@ def _reset(ctx: Context, args: str, body: Body) -> None:
         ctx.display({"text/plain": f"session reset ({n} item{'s' if n != 1 else ''} forgotten)"})
 
 
-@directive("%help", "%help", "show this list in the pager")
+@directive("%help", "%help", "show this list")
 def _help(ctx: Context, args: str, body: Body) -> None:
-    ctx.page(help_text())
+    if args.strip():
+        raise DirectiveError("%help takes no options")
+    ctx.display({"text/plain": help_text(), "text/html": help_html()})
+
+
+@directive("%doc", "%doc NAME", "show what Shift+Tab shows for NAME (a builtin, a std function as `io.write_all`, "
+           "a session item, a keyword) in the pager")
+def _doc(ctx: Context, args: str, body: Body) -> None:
+    from .completion import inspect
+
+    words = split_args(args)
+    if len(words) != 1:
+        raise DirectiveError("%doc takes one name, e.g. `%doc split` or `%doc io.write_all`")
+    found = inspect(words[0], len(words[0]), ctx.session)
+    if not found.get("found"):
+        raise DirectiveError(f"%doc: nothing is known as `{words[0]}` here")
+    ctx.page(found["data"].get("text/plain", ""))
 
 
 @directive("%clear", "%clear", "clear the cell's output area")

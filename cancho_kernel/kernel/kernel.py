@@ -30,7 +30,7 @@ LANGUAGE_INFO = {
     "mimetype": "text/x-cancho",
     "file_extension": ".cho",
     "pygments_lexer": "cancho",
-    "codemirror_mode": "rust",
+    "codemirror_mode": "cancho",
     "nbconvert_exporter": "script",
 }
 
