@@ -533,6 +533,7 @@ def test_random_arithmetic_agrees_with_the_model(both):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(7200)
 def test_random_arithmetic_agrees_with_the_model_many(both):
     """Under -m slow: at least 20,000 programs (CANCHO_DIFF_PROGRAMS to change it)."""
     total = int(os.environ.get("CANCHO_DIFF_PROGRAMS", "20000"))

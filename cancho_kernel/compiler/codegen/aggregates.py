@@ -44,10 +44,9 @@ class AggregateLowering:
         lt = self.lty(t)
         if lt is None:
             return None
-        members = self.layout.members(t)
+        positions = self.layout.positions(self.layout.members(t))
         agg = ir.Constant(lt, ir.Undefined)
-        for i, v in enumerate(values):
-            j = self.layout.member_index(members, i)
+        for j, v in zip(positions, values):
             if j is not None:
                 agg = self.b.insert_value(agg, v, j)
         return agg
@@ -72,14 +71,13 @@ class AggregateLowering:
 
     def variant_expr(self, e: ast.VariantExpr) -> ir.Value:
         t: Adt = self.T(e.ty)
-        names = [n for n, _ in self.layout.types.variants(t)]
         values = [self.expr(a) for a in (e.args or [])]
-        return self.make_variant(t, ir.Constant(I64, names.index(e.variant.name)), values)
+        return self.make_variant(t, ir.Constant(I64, self.layout.variant_index(t, e.variant.name)), values)
 
     def make_variant(self, t: Adt, tag: ir.Value, values: list) -> ir.Value:
         """An enum value with the given tag and payload values. The payload's shape is that of
         the variant a constant tag names; a run-time tag is only used for same-shaped variants."""
-        variants = self.layout.types.variants(t)
+        variants = self.layout.variants(t)
         idx = tag.constant if isinstance(tag, ir.Constant) else 0
         payload = variants[idx][1]
         lt = self.lty(t)
@@ -90,11 +88,9 @@ class AggregateLowering:
         if st is not None:
             area = as_ptr_to(self.b, gep(self.b, slot, [ZERO, i32(1)], lt), st)
             rec = ir.Constant(st, ir.Undefined)
-            j = 0
-            for v, pt in zip(values, payload):
-                if self.lty(pt) is not None:
+            for j, v in zip(self.layout.positions(payload), values):
+                if j is not None:
                     rec = self.b.insert_value(rec, v, j)
-                    j += 1
             self.b.store(rec, area)
         return self.b.load(slot, typ=lt)
 
@@ -127,12 +123,10 @@ class AggregateLowering:
 
     def let_parts(self, s: ast.Stmt, value_t: Type, v: Optional[ir.Value], locals_) -> None:
         """Bind each destructured member to its local (struct fields by name, tuple by position)."""
-        self.layout.members(value_t)
         if isinstance(value_t, Tuple):
             indexed = list(enumerate(locals_))
         else:
-            names = [n for n, _ in self.layout.types.fields(value_t)]
-            indexed = [(names.index(loc.name), loc) for loc in locals_]
+            indexed = [(self.layout.field_index(value_t, loc.name), loc) for loc in locals_]
         for idx, loc in indexed:
             slot = self.slot(loc)
             if slot is not None:
@@ -150,8 +144,7 @@ class AggregateLowering:
         else:
             ptr = sv
         tag = self.b.load(gep(self.b, ptr, [ZERO, i32(0)], lt), typ=I64)
-        variants = self.layout.types.variants(et)
-        names = [n for n, _ in variants]
+        variants = self.layout.variants(et)
         end = self.func.append_basic_block("match.end")
         default = None
         cases: list[tuple[int, ir.Block, ast.Arm]] = []
@@ -160,7 +153,7 @@ class AggregateLowering:
             if isinstance(arm.pattern, ast.WildcardPattern):
                 default = (bb, arm)
             else:
-                cases.append((names.index(arm.pattern.variant.name), bb, arm))
+                cases.append((self.layout.variant_index(et, arm.pattern.variant.name), bb, arm))
         if default is None:
             unreachable = self.func.append_basic_block("match.none")
             dflt_bb = unreachable

@@ -1,10 +1,15 @@
 """How cancho values are represented in LLVM (runtime.md §0, §5.3).
 
-Scalars are LLVM scalars; a slice reference is `{ptr, i64}`; structs and tuples are literal
-structs of their members (members with no run-time representation, such as capabilities, are
-left out); an enum is `{i64 tag, [K x i64]}` whose payload area holds the chosen variant's members
-laid out as a literal struct. Capabilities and aggregates made only of them have no
-representation at all (`None`).
+Scalars are LLVM scalars; a slice reference is `{ptr, i64}`; structs and tuples are LLVM structs
+of their members (members with no run-time representation, such as capabilities, are left out);
+an enum is `{i64 tag, [K x i64]}` whose payload area holds the chosen variant's members laid out
+as such a struct. Capabilities and aggregates made only of them have no representation at all
+(`None`).
+
+A record type is spelled out (a literal struct) only while its spelling is short; a longer one
+is a named (identified) struct, so that every instruction mentioning it costs a name rather than
+the list of its members — otherwise IR text grows with fields × uses (issue 12 §4: a 4,000-field
+struct literal emitted 80 MB). Names belong to the module's own LLVM context.
 """
 
 from __future__ import annotations
@@ -22,15 +27,27 @@ I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
 DOUBLE, FLOATT = ir.DoubleType(), ir.FloatType()
 SLICE = ir.LiteralStructType([PTR, I64])
+LITERAL_SPELLING_LIMIT = 64  # characters; a record type spelled longer than this gets a name
 
 
 class Layout:
-    """Maps semantic types to LLVM types for one program."""
+    """Maps semantic types to LLVM types for one program, and caches what codegen asks of an
+    aggregate on every use (members, member positions, variants, sizes) so that each use costs
+    O(1) rather than O(members)."""
 
-    def __init__(self, types: TypeTable, data_layout: str):
+    def __init__(self, types: TypeTable, data_layout: str, context: ir.Context):
         self.types = types
         self.td = llvm.create_target_data(data_layout)
+        self.context = context
         self._cache: dict[Type, Optional[ir.Type]] = {}
+        self._members: dict[Type, list[Type]] = {}
+        self._positions: dict[tuple, list[Optional[int]]] = {}
+        self._variants: dict[Type, list[tuple[str, list[Type]]]] = {}
+        self._variant_index: dict[Type, dict[str, int]] = {}
+        self._field_index: dict[Type, dict[str, int]] = {}
+        self._sizes: dict[str, int] = {}
+        self._payload_types: dict[tuple, Optional[ir.Type]] = {}
+        self._names: dict[str, int] = {}
 
     def lty(self, t: Type) -> Optional[ir.Type]:
         """The LLVM type of a value of type t; None when it has no run-time representation."""
@@ -64,43 +81,97 @@ class Layout:
                 return SLICE
             return PTR if self.lty(t.target) is not None else None
         if isinstance(t, Tuple):
-            return self._record([p for p in t.parts])
+            return self._record(list(t.parts), "tuple")
         if isinstance(t, Adt):
             if self.types.is_struct(t):
-                return self._record([ft for _, ft in self.types.fields(t)])
+                return self._record(self.members(t), t.name)
             if self.types.is_enum(t):
                 return ir.LiteralStructType([I64, ir.ArrayType(I64, self.payload_words(t))])
         raise NotImplementedError(f"values of type `{t}` are not supported yet by cancho-kernel's code generator")
 
-    def _record(self, members: list[Type]) -> Optional[ir.Type]:
-        parts = [self.lty(m) for m in members]
-        kept = [p for p in parts if p is not None]
-        return ir.LiteralStructType(kept) if kept else None
+    def _record(self, members: list[Type], label: str) -> Optional[ir.Type]:
+        kept = [p for p in (self.lty(m) for m in members) if p is not None]
+        if not kept:
+            return None
+        literal = ir.LiteralStructType(kept)
+        if len(str(literal)) <= LITERAL_SPELLING_LIMIT:
+            return literal
+        n = self._names.get(label, 0)
+        self._names[label] = n + 1
+        named = self.context.get_identified_type(f"{label}.{n}")
+        named.set_body(*kept)
+        return named
+
+    def positions(self, members: list[Type]) -> list[Optional[int]]:
+        """For each member, its index in the LLVM struct (None: no run-time representation)."""
+        key = tuple(members)
+        got = self._positions.get(key)
+        if got is None:
+            got, j = [], 0
+            for m in members:
+                if self.lty(m) is None:
+                    got.append(None)
+                else:
+                    got.append(j)
+                    j += 1
+            self._positions[key] = got
+        return got
 
     def member_index(self, members: list[Type], idx: int) -> Optional[int]:
-        """Position of member idx in the literal struct (members without representation are skipped)."""
-        if self.lty(members[idx]) is None:
-            return None
-        return sum(1 for m in members[:idx] if self.lty(m) is not None)
+        """Position of member idx in the LLVM struct (members without representation are skipped)."""
+        return self.positions(members)[idx]
 
     def members(self, t: Type) -> list[Type]:
         if isinstance(t, Tuple):
             return list(t.parts)
-        return [ft for _, ft in self.types.fields(t)]
+        got = self._members.get(t)
+        if got is None:
+            got = [ft for _, ft in self.types.fields(t)]
+            self._members[t] = got
+            self._field_index[t] = {n: i for i, (n, _) in enumerate(self.types.fields(t))}
+        return got
+
+    def field_index(self, t: Adt, name: str) -> int:
+        """The declaration index of a struct's field."""
+        self.members(t)
+        return self._field_index[t][name]
+
+    def variants(self, t: Adt) -> list[tuple[str, list[Type]]]:
+        got = self._variants.get(t)
+        if got is None:
+            got = self.types.variants(t)
+            self._variants[t] = got
+            self._variant_index[t] = {n: i for i, (n, _) in enumerate(got)}
+        return got
+
+    def variant_index(self, t: Adt, name: str) -> int:
+        """The tag of a variant: its declaration index."""
+        self.variants(t)
+        return self._variant_index[t][name]
 
     def variant_struct(self, payload: list[Type]) -> Optional[ir.Type]:
-        return self._record(payload)
+        """The struct a variant's members take inside an enum's payload area."""
+        key = tuple(payload)
+        if key not in self._payload_types:
+            self._payload_types[key] = self._record(payload, "payload")
+        return self._payload_types[key]
 
     def payload_words(self, t: Adt) -> int:
         words = 0
-        for _, payload in self.types.variants(t):
+        for _, payload in self.variants(t):
             st = self.variant_struct(payload)
             if st is not None:
                 words = max(words, (st.get_abi_size(self.td) + 7) // 8)
         return words
 
     def size(self, t: ir.Type) -> int:
-        return t.get_abi_size(self.td)
+        """ABI size in bytes (named structs measured through their literal spelling)."""
+        key = str(t)
+        got = self._sizes.get(key)
+        if got is None:
+            got = _spelled_out(t).get_abi_size(self.td)
+            self._sizes[key] = got
+        return got
 
     def elem_storage(self, t: Type) -> tuple[ir.Type, int]:
         """How one slice element is stored: (LLVM type in memory, stride in bytes). Bytes are
@@ -113,3 +184,12 @@ class Layout:
         if lt is None:
             raise NotImplementedError(f"slices of `{t}` are not supported")
         return lt, max(8, ((self.size(lt) + 7) // 8) * 8)
+
+
+def _spelled_out(t: ir.Type) -> ir.Type:
+    """The same type with every named struct replaced by its literal body (same layout)."""
+    if isinstance(t, ir.IdentifiedStructType) or isinstance(t, ir.LiteralStructType):
+        return ir.LiteralStructType([_spelled_out(e) for e in t.elements])
+    if isinstance(t, ir.ArrayType):
+        return ir.ArrayType(_spelled_out(t.element), t.count)
+    return t
