@@ -365,7 +365,7 @@ def _build_and_run(opts: Options, tests: list[TestCase], ir: str) -> int:
                 build_executable(ir, exe_path, opts.libs, opts.libdirs)
             except native.InvalidIR as exc:
                 _err(f"error: the compiler failed to generate code; this is a bug in cancho, "
-                     f"not in the program ({exc})")
+                     f"not in the program ({exc}) [internal]")
                 return EXIT_REFUSED
 
             def run_one(name: str):
@@ -388,7 +388,7 @@ def _build_and_run(opts: Options, tests: list[TestCase], ir: str) -> int:
                 res = run_one(t.name)
             except native.InvalidIR as exc:
                 _err(f"error: the compiler failed to generate code; this is a bug in cancho, "
-                     f"not in the program ({exc})")
+                     f"not in the program ({exc}) [internal]")
                 return EXIT_REFUSED
             ok = res.exit_status == 0 and res.signal is None and not res.timed_out
             _out(f"test {t.name} ... {'ok' if ok else 'FAILED'}\n")
@@ -439,7 +439,7 @@ def main_test(argv: list[str]) -> int:
             _err(f"the JIT worker failed: {exc}")
             return EXIT_ENVIRONMENT
         _err(f"error: the test runner failed ({type(exc).__name__}: {exc}); "
-             "this is a bug in cancho")
+             "this is a bug in cancho [internal]")
         return EXIT_REFUSED
 
 
