@@ -305,7 +305,39 @@ def _conversion_and_memory_cases() -> list[Case]:
     ]
 
 
-CASES = _shift_cases() + _arith_cases() + _conversion_and_memory_cases()
+STATICS = f"""
+// Operands computed at compile time and read at run time.
+static limits: [int] {{
+    let t = alloc_slice[static](6, 0);
+    t[0] = 64;
+    t[1] = -1;
+    t[2] = 0;
+    t[3] = {MIN};
+    t[4] = 300;
+    t[5] = 63;
+    return t;
+}}
+"""
+
+
+def _static_cases() -> list[Case]:
+    return [
+        _trap("1 << static 64", "put_line(io, 1 << limits[0]);"),
+        _trap("x >> static -1", "var x = 5; put_line(io, x >> limits[1]);"),
+        _trap("7 / static 0", "put_line(io, 7 / limits[2]);"),
+        _trap("7 % static 0", "put_line(io, 7 % limits[2]);"),
+        _trap("static MIN / -1", "put_line(io, limits[3] / -1);"),
+        _trap("-static MIN", "put_line(io, -limits[3]);"),
+        _trap("static MIN - 1", "put_line(io, limits[3] - 1);"),
+        _trap("byte_of(static 300)", "put_line(io, int_of(byte_of(limits[4])));"),
+        _trap("static[6]", "put_line(io, limits[6]);"),
+        _trap("static[2..7]", "put_line(io, len(limits[2..7]));"),
+        Case("1 << static 63", "put_line(io, 1 << limits[5]);", "-9223372036854775808"),
+        Case("static MIN % -1", "put_line(io, limits[3] % -1);", "0"),
+    ]
+
+
+CASES = _shift_cases() + _arith_cases() + _conversion_and_memory_cases() + _static_cases()
 
 
 def case_program(cases: list[Case]) -> str:
@@ -313,7 +345,7 @@ def case_program(cases: list[Case]) -> str:
     branches = "\n".join(
         f"    if which == {k} {{\n        {c.body}\n    }}" for k, c in enumerate(cases))
     return (f"edition 6;\n\nfn run[&i](io: &!i Io) -> [io_read, io_write] int {{\n"
-            f"    let which = get_int(io);\n{branches}\n    return 0;\n}}\n" + PUT_LINE + MAIN)
+            f"    let which = get_int(io);\n{branches}\n    return 0;\n}}\n" + STATICS + PUT_LINE + MAIN)
 
 
 @pytest.fixture(scope="module")
@@ -363,3 +395,25 @@ def test_all_literal_without_trap_is_accepted(both, expr, status):
     compiled = compile_text(text)
     assert compiled.ok, diagnostics.render_text(compiled.diagnostics)
     assert both.run(compiled.ir) == Observed(b"", b"", status)
+
+
+@pytest.mark.parametrize("kind,fill,stmt", [
+    ("int", "0", "t[0] = len(t) << 64;"),
+    ("int", "0", "t[0] = len(t) / (len(t) - 3);"),
+    ("int", "0", "t[0] = len(t) % (len(t) - 3);"),
+    ("int", "0", f"t[1] = {MIN}; t[0] = -t[1];"),
+    ("int", "0", f"t[1] = {MIN}; t[0] = t[1] / -1;"),
+    ("int", "0", "t[0] = t[len(t)];"),
+    ("byte", "byte_of(0)", "t[0] = byte_of(len(t) + 300);"),
+])
+def test_static_whose_evaluation_traps_is_refused(kind, fill, stmt):
+    """A static is computed at compile time, so a trap there can only be a refusal, located
+    in the static."""
+    text = (f"static bad: [{kind}] {{\n    let t = alloc_slice[static](3, {fill});\n    {stmt}\n"
+            "    return t;\n}\n\nfn main(world: World) -> [] int {\n    release(world);\n"
+            "    return len(bad);\n}\n")
+    result = api.check_sources([SourceFile("static.cho", text)])
+    assert not result.ok, text
+    first = result.diagnostics[0]
+    assert first.rule in ("constant-traps", "static-item"), diagnostics.render_text(result.diagnostics)
+    assert first.span is not None and first.span.line <= 4
