@@ -494,6 +494,41 @@ def test_model_matches_the_spec_examples(a, op, b, want):
     assert got == want
 
 
+def test_consteval_agrees_with_the_model_on_boundary_operands():
+    """check/consteval.py (the folder's and the static evaluator's arithmetic) against the
+    independent model, every operator on every pair of boundary operands."""
+    from cancho_kernel.compiler.check import consteval
+
+    values = INTERESTING + [-(1 << 31), -64, -63]
+    for op in ARITH + SHIFTS + BITS + ORDER + EQUALITY:
+        for a in values:
+            for b in values:
+                try:
+                    want = evaluate(Binary(op, Lit(a, str(a)), Lit(b, str(b))), {})
+                except Trapped:
+                    want = "trap"
+                try:
+                    got = consteval.int_binary(op, a, b)
+                except consteval.Trap:
+                    got = "trap"
+                assert got == want, (a, op, b)
+    for a in values:
+        try:
+            want = evaluate(Unary("-", Lit(a, str(a))), {})
+        except Trapped:
+            want = "trap"
+        try:
+            got = consteval.int_neg(a)
+        except consteval.Trap:
+            got = "trap"
+        assert got == want, a
+        try:
+            got = consteval.byte_of(a)
+        except consteval.Trap:
+            got = "trap"
+        assert got == (a if 0 <= a <= 255 else "trap"), a
+
+
 def test_model_refusal_rule():
     assert constant_trap(Binary("<<", Lit(1, "1"), Lit(64, "64"))) is True
     assert constant_trap(Binary("<<", Var("x"), Lit(64, "64"))) is False

@@ -10,8 +10,21 @@ INT_MIN = -(1 << 63)
 INT_MAX = (1 << 63) - 1
 
 
+LITERALS = "the operands are literals, so this can only trap"
+
+
 class Trap(Exception):
-    """The operation would trap at run time."""
+    """The operation would trap at run time. The message is the constant folder's (it adds that
+    the operands are literals, runtime.md §3.3); `reason` is the bare why, for callers whose
+    operands are not literals (the static evaluator)."""
+
+    def __init__(self, message: str, reason: str | None = None):
+        super().__init__(message)
+        self.reason = reason if reason is not None else message
+
+
+def _trap(reason: str) -> Trap:
+    return Trap(f"{reason}; {LITERALS}", reason)
 
 
 def wrap(v: int) -> int:
@@ -22,7 +35,7 @@ def wrap(v: int) -> int:
 
 def _checked(v: int, what: str) -> int:
     if v < INT_MIN or v > INT_MAX:
-        raise Trap(f"this {what} overflows; the operands are literals, so this can only trap")
+        raise _trap(f"this {what} overflows")
     return v
 
 
@@ -36,12 +49,12 @@ def int_binary(op: str, a: int, b: int) -> int | bool:
         return _checked(a * b, "multiplication")
     if op in ("/", "%"):
         if b == 0:
-            raise Trap("this divides by zero; the operands are literals, so this can only trap")
+            raise _trap("this divides by zero")
         if b == -1:
             if op == "%":
                 return 0
             if a == INT_MIN:
-                raise Trap("this division overflows; the operands are literals, so this can only trap")
+                raise _trap("this division overflows")
             return -a
         q = abs(a) // abs(b)
         if (a < 0) != (b < 0):
@@ -49,7 +62,7 @@ def int_binary(op: str, a: int, b: int) -> int | bool:
         return q if op == "/" else a - q * b
     if op in ("<<", ">>"):
         if b < 0 or b > 63:
-            raise Trap("this shift amount is outside 0..63; the operands are literals, so this can only trap")
+            raise _trap("this shift amount is outside 0..63")
         return wrap(a << b) if op == "<<" else a >> b
     if op == "&":
         return a & b
@@ -78,5 +91,6 @@ def int_neg(a: int) -> int:
 
 def byte_of(n: int) -> int:
     if n < 0 or n > 255:
-        raise Trap(f"`byte_of({n})` is outside 0..255; the argument is a literal, so this can only trap")
+        raise Trap(f"`byte_of({n})` is outside 0..255; the argument is a literal, so this can only trap",
+                   f"`byte_of({n})` is outside 0..255")
     return n
