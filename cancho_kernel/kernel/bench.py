@@ -358,6 +358,7 @@ class Progress:
     def __init__(self, ctx: Context, total: int, what: str) -> None:
         self.ctx, self.total, self.what = ctx, total, what
         self.display_id: str | None = None
+        self.finished = False
         self.done = 0
         self.last_sent = 0.0
         if getattr(ctx, "silent", False) or not hasattr(ctx, "update"):
@@ -365,12 +366,19 @@ class Progress:
         self.display_id = uuid.uuid4().hex
         ctx.display(self._bundle(0, "warm-up"), display_id=self.display_id)
 
+    def _line(self, done: int) -> str:
+        """The display's ``text/plain``: the same from the first display to the last (a frontend
+        that ignores updates, like nbval, stores the first; Lab and nbclient store the last)."""
+        if done < self.total and self.finished:
+            return f"bench stopped after {done} of {self.total} runs ({self.what})"
+        return f"bench: {self.total} runs ({self.what})"
+
     def _bundle(self, done: int, label: str) -> dict:
-        text = f"bench progress: {done} of {self.total} runs ({label})"
-        return {"text/plain": text,
+        status = f"{done} of {self.total} runs ({label})"
+        return {"text/plain": self._line(done),
                 "text/html": (f"<div class=\"cancho-progress\"><progress value=\"{done}\" max=\"{self.total}\" "
                               f"style=\"width:40%;vertical-align:middle\"></progress> "
-                              f"<span>{html.escape(text)}</span></div>")}
+                              f"<span>{html.escape(status)}</span></div>")}
 
     def step(self, done: int, total: int, label: str) -> None:
         self.done = done
@@ -386,10 +394,9 @@ class Progress:
         """Leave one line saying what ran (no timing: it is compared by nbval)."""
         if self.display_id is None:
             return
-        n = self.done
-        text = (f"bench: {n} runs ({self.what})" if n == self.total
-                else f"bench stopped after {n} of {self.total} runs ({self.what})")
-        self.ctx.update({"text/plain": text, "text/html": f"<span class=\"cancho-progress\">{html.escape(text)}</span>"},
+        self.finished = True
+        text = self._line(self.done)
+        self.ctx.update({"text/plain": text, "text/html": f"<div class=\"cancho-progress\">{html.escape(text)}</div>"},
                         display_id=self.display_id)
         self.display_id = None
 
