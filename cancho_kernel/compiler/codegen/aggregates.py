@@ -45,21 +45,27 @@ class AggregateLowering:
         if lt is None:
             return None
         positions = self.layout.positions(self.layout.members(t))
+        return self.build_struct(lt, {p: v for p, v in zip(positions, values) if p is not None})
+
+    def build_struct(self, lt: ir.Type, leaves: dict[tuple, ir.Value], prefix: tuple = ()) -> ir.Value:
+        """A struct value from its members' values by index path; an element no path names is a
+        chunk of a large record (layout.py), built the same way from the paths below it."""
         agg = ir.Constant(lt, ir.Undefined)
-        for j, v in zip(positions, values):
-            if j is not None:
-                agg = self.b.insert_value(agg, v, j)
+        for i, et in enumerate(lt.elements):
+            path = prefix + (i,)
+            v = leaves[path] if path in leaves else self.build_struct(et, leaves, path)
+            agg = self.b.insert_value(agg, v, i)
         return agg
 
     def record_member(self, agg: Optional[ir.Value], t: Type, idx: int) -> Optional[ir.Value]:
-        j = self.layout.member_index(self.layout.members(t), idx)
-        return None if j is None or agg is None else self.b.extract_value(agg, j)
+        path = self.layout.member_index(self.layout.members(t), idx)
+        return None if path is None or agg is None else self.b.extract_value(agg, list(path))
 
     def member_ptr(self, ptr: ir.Value, t: Type, idx: int) -> Optional[ir.Value]:
-        j = self.layout.member_index(self.layout.members(t), idx)
-        if j is None or ptr is None:
+        path = self.layout.member_index(self.layout.members(t), idx)
+        if path is None or ptr is None:
             return None
-        return gep(self.b, ptr, [ZERO, i32(j)], self.lty(t))
+        return gep(self.b, ptr, [ZERO] + [i32(j) for j in path], self.lty(t))
 
     # ------------------------------------------------------------ expressions
 
@@ -87,11 +93,8 @@ class AggregateLowering:
         st = self.layout.variant_struct(payload)
         if st is not None:
             area = as_ptr_to(self.b, gep(self.b, slot, [ZERO, i32(1)], lt), st)
-            rec = ir.Constant(st, ir.Undefined)
-            for j, v in zip(self.layout.positions(payload), values):
-                if j is not None:
-                    rec = self.b.insert_value(rec, v, j)
-            self.b.store(rec, area)
+            leaves = {p: v for p, v in zip(self.layout.positions(payload), values) if p is not None}
+            self.b.store(self.build_struct(st, leaves), area)
         return self.b.load(slot, typ=lt)
 
     def member(self, e: ast.Expr) -> Optional[ir.Value]:
@@ -179,8 +182,8 @@ class AggregateLowering:
                     slot = self.slot(loc)
                     if slot is None:
                         continue
-                    j = self.layout.member_index(payload, i)
-                    mp = gep(self.b, area, [ZERO, i32(j)], vst)
+                    path = self.layout.member_index(payload, i)
+                    mp = gep(self.b, area, [ZERO] + [i32(j) for j in path], vst)
                     self.b.store(mp if not owned else self.b.load(mp, typ=self.lty(self.T(loc.ty))), slot)
             self.block(arm.body)
             if not self.b.block.is_terminated:

@@ -10,6 +10,12 @@ A record type is spelled out (a literal struct) only while its spelling is short
 is a named (identified) struct, so that every instruction mentioning it costs a name rather than
 the list of its members — otherwise IR text grows with fields × uses (issue 12 §4: a 4,000-field
 struct literal emitted 80 MB). Names belong to the module's own LLVM context.
+
+A record of more than RECORD_CHUNK represented members is a tree of structs of at most that many
+(member k sits at the base-16 digits of k). Building a flat struct of n members is a chain of n
+`insertvalue`s, each a struct value of n elements, and LLVM's SCCP tracks every element of every
+one: O(n²) time and memory at O2 (4,000 members: 11 s and 2.7 GB). Chunks keep each chain short.
+The layout is ours alone (records never cross the C boundary), so the nesting's padding is free.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ PTR = ir.PointerType()
 DOUBLE, FLOATT = ir.DoubleType(), ir.FloatType()
 SLICE = ir.LiteralStructType([PTR, I64])
 LITERAL_SPELLING_LIMIT = 64  # characters; a record type spelled longer than this gets a name
+RECORD_CHUNK = 16  # members per LLVM struct level; larger records nest chunks of this many
 
 
 class Layout:
@@ -41,7 +48,7 @@ class Layout:
         self.context = context
         self._cache: dict[Type, Optional[ir.Type]] = {}
         self._members: dict[Type, list[Type]] = {}
-        self._positions: dict[tuple, list[Optional[int]]] = {}
+        self._positions: dict[tuple, list[Optional[tuple[int, ...]]]] = {}
         self._variants: dict[Type, list[tuple[str, list[Type]]]] = {}
         self._variant_index: dict[Type, dict[str, int]] = {}
         self._field_index: dict[Type, dict[str, int]] = {}
@@ -90,35 +97,51 @@ class Layout:
         raise NotImplementedError(f"values of type `{t}` are not supported yet by cancho-kernel's code generator")
 
     def _record(self, members: list[Type], label: str) -> Optional[ir.Type]:
-        kept = [p for p in (self.lty(m) for m in members) if p is not None]
-        if not kept:
+        """The struct of a record's represented members: flat up to RECORD_CHUNK of them, and
+        beyond that a tree of chunks of RECORD_CHUNK (see `positions` for the paths)."""
+        level = [p for p in (self.lty(m) for m in members) if p is not None]
+        if not level:
             return None
-        literal = ir.LiteralStructType(kept)
+        while len(level) > RECORD_CHUNK:
+            level = [self._struct(level[g:g + RECORD_CHUNK], label + ".part")
+                     for g in range(0, len(level), RECORD_CHUNK)]
+        return self._struct(level, label)
+
+    def _struct(self, parts: list[ir.Type], label: str) -> ir.Type:
+        literal = ir.LiteralStructType(parts)
         if len(str(literal)) <= LITERAL_SPELLING_LIMIT:
             return literal
         n = self._names.get(label, 0)
         self._names[label] = n + 1
         named = self.context.get_identified_type(f"{label}.{n}")
-        named.set_body(*kept)
+        named.set_body(*parts)
         return named
 
-    def positions(self, members: list[Type]) -> list[Optional[int]]:
-        """For each member, its index in the LLVM struct (None: no run-time representation)."""
+    def positions(self, members: list[Type]) -> list[Optional[tuple[int, ...]]]:
+        """For each member, its index path in the LLVM struct (None: no run-time
+        representation): `(k,)` in a flat record, the base-RECORD_CHUNK digits of k in a
+        chunked one (k counts represented members only)."""
         key = tuple(members)
         got = self._positions.get(key)
         if got is None:
-            got, j = [], 0
+            count = sum(1 for m in members if self.lty(m) is not None)
+            depth, width = 1, RECORD_CHUNK
+            while count > width:
+                depth, width = depth + 1, width * RECORD_CHUNK
+            got, k = [], 0
             for m in members:
                 if self.lty(m) is None:
                     got.append(None)
-                else:
-                    got.append(j)
-                    j += 1
+                    continue
+                got.append(tuple((k // RECORD_CHUNK ** level) % RECORD_CHUNK
+                                 for level in range(depth - 1, -1, -1)))
+                k += 1
             self._positions[key] = got
         return got
 
-    def member_index(self, members: list[Type], idx: int) -> Optional[int]:
-        """Position of member idx in the LLVM struct (members without representation are skipped)."""
+    def member_index(self, members: list[Type], idx: int) -> Optional[tuple[int, ...]]:
+        """Index path of member idx in the LLVM struct (members without representation are
+        skipped)."""
         return self.positions(members)[idx]
 
     def members(self, t: Type) -> list[Type]:
