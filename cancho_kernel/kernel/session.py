@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from ..compiler import api, ast
 from ..compiler.diagnostics import Diagnostic
 from ..compiler.source import SourceFile, Span
+from ..compiler.symbols import StdSymbols, declaration_text
 
 PLACEHOLDER_MAIN = "fn main(world: World) -> [] int {\n    release(world);\n    return 0;\n}\n"
 
@@ -66,7 +67,7 @@ class SessionItem:
 
     def header(self) -> str:
         """The item's declaration as written, without its body (the signature for a fn)."""
-        return declaration_header(self.decl)
+        return declaration_text(self.decl)
 
 
 @dataclass
@@ -81,19 +82,6 @@ class SessionImport:
     def text(self) -> str:
         alias = f" as {self.node.alias.name}" if self.node.alias is not None else ""
         return f"import {self.node.dotted}{alias};"
-
-
-def declaration_header(decl: ast.Item) -> str:
-    """Source text of a declaration up to its body (whitespace runs collapsed)."""
-    src = decl.span.source.text
-    end = decl.span.end
-    body = getattr(decl, "body", None)
-    if isinstance(decl, (ast.FnDecl, ast.StaticDecl)) and body is not None:
-        end = body.span.start
-    text = src[decl.span.start:end].strip()
-    if text.endswith(";"):
-        text = text[:-1].rstrip()
-    return " ".join(text.split())
 
 
 @dataclass
@@ -126,6 +114,9 @@ class Session:
         # Named programs and C baselines (%%run --name, %%c) are build products, not items:
         # %reset keeps them.
         self.programs = ProgramStore()
+        # What completion and Shift+Tab know of std, parsed once per session (std never changes
+        # under a running kernel, so %reset keeps it too).
+        self.std_symbols = StdSymbols()
         self.reset()
 
     def reset(self) -> None:
