@@ -369,3 +369,20 @@ def test_stdout_file_target_keeps_all_output(kernel, tmp_path):
     assert cell.status == "ok", cell.outputs
     assert target.read_bytes() == b"hello, world\n"
     assert f"stdout went to the file {target}: 13 bytes" in "\n".join(cell.plains())
+
+
+def test_full_mode_runs_every_bench_the_same_number_of_times(monkeypatch):
+    """CANCHO_BENCH_RUNS is the notebooks' full mode: it overrides a cell's quick --runs."""
+    from types import SimpleNamespace
+
+    from cancho_kernel.kernel.bench import parse_bench_options
+    from cancho_kernel.kernel.directives import Settings
+
+    monkeypatch.setenv("CANCHO_BENCH_RUNS", "15")
+    ctx = SimpleNamespace(settings=Settings())
+    assert parse_bench_options("a b --runs 3", ctx, cell=False).runs == 15
+    for bad in ("0", "many", "100000"):
+        monkeypatch.setenv("CANCHO_BENCH_RUNS", bad)
+        assert parse_bench_options("a --runs 3", SimpleNamespace(settings=Settings()), cell=False).runs == 3
+    monkeypatch.delenv("CANCHO_BENCH_RUNS")
+    assert parse_bench_options("a --runs 4", SimpleNamespace(settings=Settings()), cell=False).runs == 4

@@ -206,6 +206,8 @@ def parse_bench_options(args: str, ctx: Context, cell: bool) -> BenchOptions:
     ns = _bench_parser(prog, cell).parse_args(split_args(args))
     interactive = cell and ns.interactive
     runs = ns.runs if ns.runs is not None else (3 if interactive else DEFAULT_RUNS)
+    if ctx.settings.bench_runs is not None and not interactive:
+        runs = ctx.settings.bench_runs  # the full mode (CANCHO_BENCH_RUNS) overrides a cell's quick count
     if runs < 1:
         raise DirectiveError(f"{prog}: --runs must be at least 1")
     if ns.warmup < 0:

@@ -46,6 +46,19 @@ class DirectiveError(Exception):
 # -- the context a directive works in ----------------------------------------------------------------
 
 
+def _bench_runs_from_env() -> int | None:
+    """``CANCHO_BENCH_RUNS=N``: the full mode of a notebook's benches (every bench N runs,
+    whatever its ``--runs``), for figures to quote; unset, cells keep their own (quick) counts."""
+    text = os.environ.get("CANCHO_BENCH_RUNS", "").strip()
+    if not text:
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        return None
+    return n if 1 <= n <= 1000 else None
+
+
 @dataclass
 class Settings:
     """Session-wide defaults, changed by ``%backend`` and ``%limits``."""
@@ -54,6 +67,7 @@ class Settings:
     timeout: float | None = 30.0
     max_output: int | None = 1 << 20
     memory: int | None = None
+    bench_runs: int | None = field(default_factory=_bench_runs_from_env)
 
 
 class Context(Protocol):
