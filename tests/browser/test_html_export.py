@@ -1,6 +1,9 @@
 """The HTML export of every notebook, as a reader opens it in Chromium: each bench cell shows its
 plot as a decoded ``<img>``, each authority report a table, and no output is an empty widget
 placeholder waiting for scripts from a CDN (these machines, like many readers', are offline).
+
+Every notebook is exported as stored (its outputs come from a real run, and the Lab tests run
+each one again); the flagship is also executed by nbconvert first, as the README's main job does.
 """
 
 from __future__ import annotations
@@ -24,25 +27,50 @@ _CELLS_JS = """() => Array.from(document.querySelectorAll('.jp-Cell.jp-CodeCell'
 }))"""
 
 
-@pytest.fixture(scope="module")
-def exported(cancho_kernelspec, tmp_path_factory) -> Path:
-    """Every notebook executed and exported by nbconvert, as the README's command does."""
-    root = tmp_path_factory.mktemp("export")
-    shutil.copytree(ROOT / "notebooks", root / "notebooks")
-    (root / "examples").symlink_to(ROOT / "examples")
-    out = root / "out"
+FLAGSHIP = "bulk-output.ipynb"
+
+
+def _export(root: Path, names: list[str], execute: bool) -> Path:
+    out = root / ("executed" if execute else "stored")
     proc = subprocess.run(
-        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", "--execute",
-         "--ExecutePreprocessor.timeout=600", "--output-dir", str(out),
-         *(str(root / "notebooks" / n) for n in NOTEBOOKS)],
+        [sys.executable, "-m", "jupyter", "nbconvert", "--to", "html",
+         *(["--execute", "--ExecutePreprocessor.timeout=600"] if execute else []),
+         "--output-dir", str(out), *(str(root / "notebooks" / n) for n in names)],
         capture_output=True, text=True, timeout=1200, cwd=root / "notebooks")
     assert proc.returncode == 0, proc.stderr[-4000:]
     return out
 
 
+@pytest.fixture(scope="module")
+def export_root(cancho_kernelspec, tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("export")
+    shutil.copytree(ROOT / "notebooks", root / "notebooks")
+    (root / "examples").symlink_to(ROOT / "examples")
+    return root
+
+
+@pytest.fixture(scope="module")
+def exported(export_root) -> Path:
+    """Every notebook exported as stored."""
+    return _export(export_root, NOTEBOOKS, execute=False)
+
+
+@pytest.fixture(scope="module")
+def executed(export_root) -> Path:
+    """The flagship executed by nbconvert, then exported (the README's main job)."""
+    return _export(export_root, [FLAGSHIP], execute=True)
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
 def test_export_has_plots_tables_and_no_widget_placeholder(exported, browser, screenshots, name):
-    page_file = exported / name.replace(".ipynb", ".html")
+    _check_export(exported / name.replace(".ipynb", ".html"), browser, screenshots, name)
+
+
+def test_executed_flagship_export_has_a_plot_per_bench(executed, browser, screenshots):
+    _check_export(executed / FLAGSHIP.replace(".ipynb", ".html"), browser, screenshots, "executed-" + FLAGSHIP)
+
+
+def _check_export(page_file: Path, browser, screenshots: Path, name: str) -> None:
     text = page_file.read_text()
     assert "application/vnd.jupyter.widget-view+json" not in text
     assert "application/vnd.jupyter.widget-state+json" not in text
@@ -65,3 +93,23 @@ def test_export_has_plots_tables_and_no_widget_placeholder(exported, browser, sc
         page.screenshot(path=str(screenshots / f"export-{name.removesuffix('.ipynb')}.png"))
     finally:
         page.close()
+
+
+def test_the_check_sees_a_widget_placeholder_and_a_missing_plot(tmp_path, browser, screenshots):
+    """The checks above can fail: an export whose bench output is a widget view (no plot) is caught."""
+    import nbformat
+
+    nb = nbformat.v4.new_notebook()
+    cell = nbformat.v4.new_code_cell("%bench a b --runs 3")
+    cell.outputs = [nbformat.v4.new_output("display_data", data={
+        "application/vnd.jupyter.widget-view+json": {"model_id": "0" * 32, "version_major": 2, "version_minor": 0},
+        "text/plain": "bench progress"})]
+    nb.cells = [cell]
+    nb.metadata["kernelspec"] = {"name": "cancho", "display_name": "cancho", "language": "cancho"}
+    path = tmp_path / "bad.ipynb"
+    nbformat.write(nb, path)
+    proc = subprocess.run([sys.executable, "-m", "jupyter", "nbconvert", "--to", "html", str(path)],
+                          capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    with pytest.raises(AssertionError):
+        _check_export(tmp_path / "bad.html", browser, screenshots, "bad.ipynb")
