@@ -33,8 +33,10 @@ from dataclasses import dataclass, field
 from ..compiler.backends import exe as exe_backend
 from ..compiler.backends import native
 from ..compiler.backends.process import RunLimits, RunResult, StdoutKind, StdoutTarget
+from . import claims as C
 from . import plots
 from . import presentation as P
+from .claims import Claim, ClaimError
 from .cbaseline import CFailure, compile_baseline, split_flags
 from .directives import (Body, Context, DirectiveError, RunOptions, _Parser, directive, parse_seconds,
                          split_args, stdin_of)
@@ -164,6 +166,7 @@ class BenchOptions:
     name: str | None = None
     interactive: bool = False
     ranges: list[tuple[str, int, int, int]] = field(default_factory=list)
+    claims: list[Claim] = field(default_factory=list)
 
 
 def _bench_parser(prog: str, cell: bool) -> _Parser:
@@ -177,6 +180,7 @@ def _bench_parser(prog: str, cell: bool) -> _Parser:
     p.add_argument("--args", nargs="*", default=None)
     p.add_argument("--timeout", default=None)
     p.add_argument("--expect-status", type=int, default=0)
+    p.add_argument("--claim", action="append", default=[])
     if cell:
         p.add_argument("--backend", choices=(*BACKENDS, "both"), default=None)
         p.add_argument("--name", default=None)
@@ -213,11 +217,15 @@ def parse_bench_options(args: str, ctx: Context, cell: bool) -> BenchOptions:
     if ns.warmup < 0:
         raise DirectiveError(f"{prog}: --warmup must not be negative")
     bench_target(ns.stdout)  # refuse a bad target before building anything
+    try:
+        claims = [C.parse_claim(t) for t in ns.claim]
+    except ClaimError as e:
+        raise DirectiveError(str(e)) from None
     opts = BenchOptions(names=list(ns.names), runs=runs, warmup=ns.warmup, stdout=ns.stdout,
                         stdin=stdin_of(ns, None),
                         args=list(ns.args) if ns.args is not None else None,
                         timeout=parse_seconds(ns.timeout) if ns.timeout is not None else ctx.settings.timeout,
-                        expect_status=ns.expect_status)
+                        expect_status=ns.expect_status, claims=claims)
     if cell:
         b = ns.backend or ctx.settings.backend
         opts.backends = BACKENDS if b == "both" else (b,)
@@ -417,15 +425,27 @@ def run_bench(ctx: Context, programs: list[tuple[Program, str]], opts: BenchOpti
     return document(items, opts, values)
 
 
-def publish(ctx: Context, doc: dict) -> None:
-    """The plot as its own output, then the table as the cell's result."""
+def publish(ctx: Context, doc: dict, claims: list[Claim] | None = None) -> None:
+    """The plot as its own output, then the table as the cell's result; a claim that does not
+    hold then fails the cell (the reader sees the measurement that refuted it)."""
+    verdicts = C.judge(claims or [], doc)
+    if verdicts:
+        doc["claims"] = C.metadata(verdicts)
     shown = plots.displays(doc)
     if shown.plot is not None:
         ctx.display(shown.plot.data, shown.plot.metadata)
     ctx.result(shown.table.data, shown.table.metadata)
+    failed = [v for v in verdicts if not v.holds]
+    if failed:
+        ctx.fail(P.simple_failure("claim-failed", "; ".join(
+            f"{v.claim.text} does not hold: the paired median is {v.ratio:.2f}" for v in failed)))
 
 
 def _bench_and_publish(ctx: Context, programs: list[tuple[Program, str]], opts: BenchOptions) -> None:
+    try:
+        C.check_names(opts.claims, [(label, prog.ref) for prog, label in programs])
+    except ClaimError as e:
+        raise DirectiveError(str(e)) from None
     try:
         doc = run_bench(ctx, programs, opts)
     except BenchFailed as e:
@@ -435,7 +455,7 @@ def _bench_and_publish(ctx: Context, programs: list[tuple[Program, str]], opts: 
         ctx.fail(P.simple_failure("KeyboardInterrupt", f"bench interrupted after {e.done} of {e.total} runs; "
                                                        "nothing was measured; the session is kept"))
         return
-    publish(ctx, doc)
+    publish(ctx, doc, opts.claims)
 
 
 def resolve_names(ctx: Context, names: list[str]) -> list[tuple[Program, str]]:
@@ -457,9 +477,10 @@ def resolve_names(ctx: Context, names: list[str]) -> list[tuple[Program, str]]:
 
 
 @directive("%bench", "%bench A B ... [--runs N] [--warmup N] [--stdout /dev/null|pipe|/dev/full|closed] "
-           "[--stdin TEXT | --stdin-file PATH] [--timeout S] [--expect-status N] [--args A ...]",
+           "[--stdin TEXT | --stdin-file PATH] [--timeout S] [--expect-status N] [--args A ...] [--claim \"A / B < K\" ...]",
            "time named programs (`%%run --name`, `%%c NAME`; `C:NAME` is the C baseline): a warm-up round, "
-           "then N interleaved runs each (default 9) to /dev/null; plot, table, ratios to the first")
+           "then N interleaved runs each (default 9) to /dev/null; plot, table, ratios to the first; "
+           "--claim checks a ratio (paired median of wall times) and fails the cell when it does not hold")
 def _bench_line(ctx: Context, args: str, body: Body) -> None:
     if not body.blank:
         raise DirectiveError("%bench times named programs; to time this cell's program use %%bench")
@@ -471,7 +492,7 @@ def _bench_line(ctx: Context, args: str, body: Body) -> None:
 
 @directive("%%bench", "%%bench [NAMES ...] [--backend jit|exe|both] [--name NAME] [--runs N] [--warmup N] "
            "[--stdout TARGET] [--stdin TEXT | --stdin-file PATH] [--timeout S] [--expect-status N] [--args A ...] "
-           "[--interactive --arg NAME=LOW:HIGH[:STEP] ...]",
+           "[--claim \"A / B < K\" ...] [--interactive --arg NAME=LOW:HIGH[:STEP] ...]",
            "time the cell's program (its `main`, or the last one) first, then the named programs; "
            "--interactive adds sliders that substitute {NAME} in the cell text and in --args, and rerun")
 def _bench_cell(ctx: Context, args: str, body: Body) -> None:

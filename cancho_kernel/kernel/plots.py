@@ -23,7 +23,9 @@ def plain(doc: dict) -> str:
     labels = " vs ".join(it["label"] for it in doc["items"])
     n = doc["runs"]
     extra = "".join(f", {k}={v}" for k, v in (doc.get("values") or {}).items())
-    return f"bench: {labels}, {n} run{'s' if n != 1 else ''} each{extra}"
+    lines = [f"bench: {labels}, {n} run{'s' if n != 1 else ''} each{extra}"]
+    lines += [f"claim {c['claim']}: {'holds' if c['holds'] else 'DOES NOT HOLD'}" for c in doc.get("claims", [])]
+    return "\n".join(lines)
 
 
 def _ms(s: dict | None, digits: int = 2) -> str:
@@ -63,6 +65,10 @@ def table(doc: dict) -> str:
     if any(it["backend"] in ("exe", "cc") for it in doc["items"]):
         notes.append("exe and C runs are spawned by the kernel: Linux counts the kernel's own image before exec in "
                      "their peak RSS, so only differences above it mean anything.")
+    for c in doc.get("claims", []):
+        verdict = "holds" if c["holds"] else "<b>does not hold</b>"
+        notes.insert(0, f"claim <code>{html.escape(c['claim'])}</code> {verdict}: paired median "
+                        f"{c['ratio']:.2f}")
     values = doc.get("values")
     if values:
         notes.insert(0, "values: " + ", ".join(f"{html.escape(k)}={v}" for k, v in values.items()))
