@@ -95,3 +95,25 @@ def test_html_export_highlights_cancho_cells():
     assert re.search(r'<span class="cp">%%refused', body)            # directive line
     assert 'highlight hl-cancho' in body
     assert "<span class=\"nb\">release</span>" in body               # builtin
+
+
+@pytest.mark.parametrize("path", PATHS, ids=lambda p: p.name)
+def test_each_notebook_carries_its_index_entry(path):
+    """The library's index comes from each notebook's metadata: the documents it reproduces and a
+    one-line verdict of what holds here."""
+    meta = nbformat.read(path, as_version=4).metadata.get("cancho", {})
+    assert meta.get("documents") and all(d.endswith(".md") for d in meta["documents"]), path.name
+    assert meta.get("verdict", "").strip(), path.name
+
+
+def test_the_notebooks_readme_is_the_generated_index():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_library", ROOT / "scripts" / "build_library.py")
+    lib = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(lib)
+    expected = lib.readme(lib.entries())
+    assert (NOTEBOOKS / "README.md").read_text() == expected, \
+        "notebooks/README.md is stale: run `python scripts/build_library.py --write-readme`"
+    for path in PATHS:
+        assert f"]({path.name})" in expected

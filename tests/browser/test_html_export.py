@@ -2,8 +2,9 @@
 plot as a decoded ``<img>``, each authority report a table, and no output is an empty widget
 placeholder waiting for scripts from a CDN (these machines, like many readers', are offline).
 
-Every notebook is exported as stored (its outputs come from a real run, and the Lab tests run
-each one again); the flagship is also executed by nbconvert first, as the README's main job does.
+Every notebook is exported as stored, through the library builder with its index (the outputs
+come from a real run, and the Lab tests run each notebook again); the flagship is also executed
+by nbconvert first.
 """
 
 from __future__ import annotations
@@ -50,20 +51,39 @@ def export_root(cancho_kernelspec, tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def exported(export_root) -> Path:
-    """Every notebook exported as stored."""
-    return _export(export_root, NOTEBOOKS, execute=False)
+def library(export_root) -> Path:
+    """The library as scripts/build_library.py writes it (stored outputs): index and pages."""
+    out = export_root / "library"
+    proc = subprocess.run([sys.executable, str(ROOT / "scripts" / "build_library.py"), str(out), "--stored"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    return out
 
 
 @pytest.fixture(scope="module")
 def executed(export_root) -> Path:
-    """The flagship executed by nbconvert, then exported (the README's main job)."""
+    """The flagship executed by nbconvert, then exported (the README's command for one notebook)."""
     return _export(export_root, [FLAGSHIP], execute=True)
 
 
+def test_the_index_links_every_notebook(library, browser, screenshots):
+    page = browser.new_page(viewport={"width": 1200, "height": 900})
+    try:
+        page.goto((library / "index.html").as_uri())
+        links = page.evaluate("() => Array.from(document.querySelectorAll('td a'))"
+                              ".map(a => a.getAttribute('href')).filter(h => h.endsWith('.html'))")
+        assert sorted(links) == sorted(n.replace(".ipynb", ".html") for n in NOTEBOOKS)
+        thumbs = page.evaluate("() => Array.from(document.querySelectorAll('td img'))"
+                               ".filter(i => i.complete && i.naturalWidth > 0).length")
+        assert thumbs >= 1  # the flagship's first plot at least
+        page.screenshot(path=str(screenshots / "library-index.png"), full_page=True)
+    finally:
+        page.close()
+
+
 @pytest.mark.parametrize("name", NOTEBOOKS)
-def test_export_has_plots_tables_and_no_widget_placeholder(exported, browser, screenshots, name):
-    _check_export(exported / name.replace(".ipynb", ".html"), browser, screenshots, name)
+def test_export_has_plots_tables_and_no_widget_placeholder(library, browser, screenshots, name):
+    _check_export(library / name.replace(".ipynb", ".html"), browser, screenshots, name)
 
 
 def test_executed_flagship_export_has_a_plot_per_bench(executed, browser, screenshots):
