@@ -11,6 +11,14 @@ Messages follow the reference CLI's wording. A refusal in text mode is
 headline so tools that read a C compiler's `path:line:col: error: ` read ours (docs/cli.md).
 Nothing a compiler pass raises may escape as a traceback: it becomes a diagnostic with rule
 `internal` (exit 1).
+
+Nothing outlives the command: SIGTERM and SIGHUP unwind it like an exception (the program is
+killed with everything it started, temporary files are removed) and it then dies by the same
+signal; the program dies with it even on SIGKILL (PR_SET_PDEATHSIG), and the exe backend's
+temporary directory is gone as soon as the program is running. `--safe` (or `CANCHO_SAFE=1`)
+is safe mode for shared servers: `-l`/`-L` are refused, a program whose authority is unbounded
+(a reachable `extern fn`) is refused under `unsafe-in-safe-mode`, and `run` gets the default
+limits (memory, CPU time, processes; docs/decisions.md).
 """
 
 from __future__ import annotations
@@ -20,7 +28,8 @@ import shutil
 import signal
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -34,13 +43,13 @@ USAGE = """\
 cancho — a compiler for the cancho systems language (llvmlite backends)
 
 usage:
-    cancho build <file.cho>... [-o <output>] [--emit exe|obj] [--std] [-l <name>]... [-L <path>]...
+    cancho build <file.cho>... [-o <output>] [--emit exe|obj] [--std] [--safe] [-l <name>]... [-L <path>]...
     cancho check <file.cho>... [--std] [--output json]
-    cancho run   <file.cho>... [--backend jit|exe] [--std] [-l <name>]... [-L <path>]... [-- <arg>...]
+    cancho run   <file.cho>... [--backend jit|exe] [--std] [--safe] [-l <name>]... [-L <path>]... [-- <arg>...]
     cancho ir    <file.cho>... [--std]
     cancho asm   <file.cho>... [--std]
     cancho authority <file.cho>... [--std] [--output json]
-    cancho test  <file.cho>... [--std] [--backend jit|exe]
+    cancho test  <file.cho>... [--std] [--backend jit|exe] [--safe]
     cancho --version
     cancho -h | --help
 
@@ -52,6 +61,8 @@ options:
     --backend jit|exe `run` through MCJIT in this process (default) or a linked executable
     -l <name>         link `lib<name>` (`build`/`run` only); repeatable, passed to `cc`
     -L <path>         add a library search path (`build`/`run` only); repeatable
+    --safe            safe mode (also CANCHO_SAFE=1): refuse -l/-L and programs that reach
+                      foreign code (`unsafe-in-safe-mode`); `run` gets the default limits
     -- <arg>...       `run`: everything after `--` is the program's command line
 
 A program is the set of files named, in any order. `check` also generates code and discards
@@ -99,11 +110,17 @@ class Invocation:
     libs: list[str] = field(default_factory=list)
     libdirs: list[str] = field(default_factory=list)
     program_args: list[str] = field(default_factory=list)
+    safe: bool = False
+
+
+def safe_from_env() -> bool:
+    """``CANCHO_SAFE=1`` (or true/yes/on) turns safe mode on for the CLI and the kernel."""
+    return os.environ.get("CANCHO_SAFE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
 def parse_args(command: str, args: Sequence[str]) -> Invocation:
     """Parse one command's arguments; options a command does not take are unknown options."""
-    inv = Invocation(command)
+    inv = Invocation(command, safe=safe_from_env())
     build, run = command == "build", command == "run"
     it = iter(args)
 
@@ -123,6 +140,8 @@ def parse_args(command: str, args: Sequence[str]) -> Invocation:
             inv.emit = kind
         elif arg == "--std":
             inv.std = True
+        elif arg == "--safe" and (build or run):
+            inv.safe = True
         elif arg == "--output" and command in ("check", "authority"):
             form = value("--output", "a form")
             if form != "json":
@@ -145,6 +164,10 @@ def parse_args(command: str, args: Sequence[str]) -> Invocation:
             inv.inputs.append(arg)
     if not inv.inputs:
         raise usage("no input file given")
+    if inv.safe and (inv.libs or inv.libdirs):
+        flag = "-l" if inv.libs else "-L"
+        raise usage(f"`{flag}` is refused in safe mode: a linked library is foreign code whose "
+                    "authority nothing bounds")
     return inv
 
 
@@ -186,6 +209,47 @@ def _load(inv: Invocation) -> tuple[list, list[Diagnostic]]:
         return [], [_internal(inv, "to read the program", exc)]
 
 
+# -- safe mode -----------------------------------------------------------------------------------
+
+SAFE_RULE = "unsafe-in-safe-mode"
+SAFE_EXPLANATION = ("Safe mode runs only programs whose authority report is bounded: a reachable "
+                    "`extern fn` is foreign code, and what it does is the library's, not the "
+                    "language's (docs/decisions.md).")
+
+
+@dataclass
+class SafetyDiagnostic(Diagnostic):
+    """A safe-mode refusal. Safe mode is a policy of the host (CLI, kernel), not a rule of the
+    language, so its tag is not in the compiler's rule table; it renders like any refusal."""
+
+    def __post_init__(self) -> None:
+        if not self.explanation:
+            self.explanation = SAFE_EXPLANATION
+
+
+def safe_mode_refusals(program) -> list[Diagnostic]:
+    """One refusal per reachable foreign symbol of an accepted program, at its `extern fn`
+    declaration: the reference's supervisor check ``unbounded_by ⊆ granted`` with nothing
+    granted (docs/authority-report.md). A declaration nothing calls is not reach."""
+    from .compiler.authority import authority_report
+
+    report = authority_report(program)
+    if report.bounded:
+        return []
+    by_symbol = {ref.name: ref for ref in program.externs.values()}
+    out: list[Diagnostic] = []
+    for entry in report.unbounded_by:
+        scope, _, symbol = entry.partition(":")
+        ref = by_symbol.get(symbol)
+        span = getattr(getattr(ref, "decl", None), "name", None)
+        out.append(SafetyDiagnostic(
+            SAFE_RULE,
+            f"safe mode refuses foreign code: `{symbol}` (declared in `{scope}`) is reachable "
+            "from `main`, and nothing bounds what it does",
+            getattr(span, "span", None)))
+    return out
+
+
 def _compile(inv: Invocation) -> tuple[str | None, list[Diagnostic]]:
     """IR text, or the refusals (every compiler failure of ours is rule `internal`)."""
     sources, diags = _load(inv)
@@ -201,6 +265,10 @@ def _compile(inv: Invocation) -> tuple[str | None, list[Diagnostic]]:
         return None, list(result.diagnostics)
     if result.ir is None:
         return None, [_internal(inv, "to generate code", "no IR was produced")]
+    if inv.safe:
+        refusals = safe_mode_refusals(result.program)
+        if refusals:
+            return None, refusals
     return result.ir, []
 
 
@@ -304,7 +372,22 @@ def cmd_build(inv: Invocation) -> int:
     return _refuse(diags) if diags else EXIT_OK
 
 
+def _run_limits(inv: Invocation):
+    """`run` inherits the terminal and has no wall-clock limit; safe mode adds the default
+    memory, CPU-time and process limits."""
+    from .compiler.backends.process import DEFAULT_RUN_LIMITS, RunLimits
+
+    if not inv.safe:
+        return RunLimits(timeout=None, max_output=None)
+    d = DEFAULT_RUN_LIMITS
+    return RunLimits(timeout=None, max_output=None, memory=d.memory, cpu_seconds=d.cpu_seconds,
+                     processes=d.processes)
+
+
 def cmd_run(inv: Invocation) -> int:
+    from .compiler.backends.process import remove_stale_dirs
+
+    remove_stale_dirs()  # what an earlier `run` killed by SIGKILL left
     ir = _compiled_or_refused(inv)
     run_dir = Path(tempfile.gettempdir()) / f"cancho-run-{os.getpid()}"
     exe_path = run_dir / default_output(inv.inputs[0], "exe")
@@ -313,7 +396,7 @@ def cmd_run(inv: Invocation) -> int:
         from .compiler.backends.jit import run_jit_inherit
 
         status, diags = _backend_step(
-            inv, lambda: run_jit_inherit(ir, argv, inv.libs, inv.libdirs))
+            inv, lambda: run_jit_inherit(ir, argv, inv.libs, inv.libdirs, _run_limits(inv)))
         if diags:
             return _refuse(diags)
         exit_status = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
@@ -330,7 +413,7 @@ def cmd_run(inv: Invocation) -> int:
 def _run_exe(inv: Invocation, ir: str, run_dir: Path, exe_path: Path,
              argv: list[str]) -> tuple[int | None, int | None]:
     from .compiler.backends import exe
-    from .compiler.backends.process import RunLimits, StdoutTarget, run_executable
+    from .compiler.backends.process import StdoutTarget, run_executable
 
     try:
         try:
@@ -348,8 +431,10 @@ def _run_exe(inv: Invocation, ir: str, run_dir: Path, exe_path: Path,
         # A Ctrl-C belongs to the program (same process group); we only report its death.
         saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
         try:
+            # The launcher deletes the binary and its directory once it runs, so not even a
+            # SIGKILL of this process leaves them behind.
             result = run_executable(exe_path, argv, b"", StdoutTarget.inherit(),
-                                    RunLimits(timeout=None, max_output=None))
+                                    _run_limits(inv), remove_after_start=True)
         except OSError as exc:
             raise environment(f"cannot run `{exe_path}`: {_os_error_text(exc)}") from None
         finally:
@@ -431,11 +516,58 @@ def run(args: Sequence[str]) -> int:
         return _refuse(refused.diags)
 
 
+class Terminated(BaseException):
+    """SIGTERM or SIGHUP arrived: unwind through every ``finally`` (the program is killed, temporary
+    files go), then die by the same signal (:func:`main`)."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+@contextmanager
+def signals_unwind() -> Iterator[None]:
+    """Turn the first SIGTERM/SIGHUP into :class:`Terminated` in the main thread; later ones
+    are ignored so the cleanup the first one started is not cut short."""
+    fired = False
+
+    def handler(signum: int, frame) -> None:
+        nonlocal fired
+        if fired:
+            return
+        fired = True
+        raise Terminated(signum)
+
+    try:
+        saved = {s: signal.signal(s, handler) for s in (signal.SIGTERM, signal.SIGHUP)}
+    except ValueError:  # not the main thread (an embedding caller): nothing to install
+        yield
+        return
+    try:
+        yield
+    finally:
+        for s, old in saved.items():
+            signal.signal(s, old)
+
+
+def die_by(signum: int) -> int:
+    """End this process by ``signum`` with its default action, as if it had never been caught
+    (so a parent sees the death it sent); 128+signum if that somehow returns."""
+    _flush_python_streams()
+    signal.signal(signum, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
+    os.kill(os.getpid(), signum)
+    return 128 + signum
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `cancho` console script; returns the exit status."""
     args = list(sys.argv[1:] if argv is None else argv)
     try:
-        return run(args)
+        with signals_unwind():
+            return run(args)
+    except Terminated as t:
+        return die_by(t.signum)
     except Failure as failure:
         if sys.stderr is not None:
             sys.stderr.write(failure.message if failure.message.endswith("\n")

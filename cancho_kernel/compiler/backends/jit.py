@@ -14,6 +14,7 @@ Two entry points:
 from __future__ import annotations
 
 import os
+import resource
 import signal
 import socket
 import subprocess
@@ -22,6 +23,7 @@ import threading
 import time
 from collections.abc import Sequence
 from pathlib import Path
+from typing import NoReturn
 
 from . import native
 from .exe import LinkError
@@ -32,6 +34,9 @@ from .process import (
     RunLimits,
     RunResult,
     StdoutTarget,
+    become_subreaper,
+    die_with_parent,
+    kill_children,
     pump,
     result_from,
 )
@@ -225,8 +230,11 @@ class JitWorker:
         library) or :class:`JitWorkerDied`.
         """
         argv = list(argv) if argv else ["main"]
+        cpu = limits.cpu_seconds
         request = {"op": "run", "ir": ir_text, "argv": argv, "libs": list(libs),
-                   "libdirs": list(libdirs), "memory": limits.memory}
+                   "libdirs": list(libdirs), "memory": limits.memory,
+                   "cpu": None if cpu is None else max(1, int(cpu)),
+                   "nproc": limits.nproc_limit()}
         with self._lock:
             control, outcome = self._run_once(request, stdin, target, limits, cancel)
             if (control.worker_died and not control.killed_worker
@@ -262,12 +270,16 @@ def _is_open(fd: int) -> bool:
 
 
 def run_jit_inherit(ir_text: str, argv: Sequence[str], libs: Sequence[str] = (),
-                    libdirs: Sequence[str] = ()) -> int:
+                    libdirs: Sequence[str] = (), limits: RunLimits | None = None) -> int:
     """Compile in this (single-threaded) process, fork a child that inherits the terminal, and
     return its raw wait status. For the CLI's `run --backend jit`.
 
     While the child runs, SIGINT and SIGQUIT are ignored here (as ``system(3)`` does): a
-    Ctrl-C is the program's, and its death is reported from the wait status.
+    Ctrl-C is the program's, and its death is reported from the wait status. Between this
+    process and the program sits a reaper (:func:`_reaper`), so nothing the program starts
+    outlives the run: not when it ends, not when an exception (the CLI turns SIGTERM and SIGHUP
+    into one) ends the wait, not when this process is killed. ``limits``: memory, CPU and
+    processes only.
     """
     from . import mcjit
 
@@ -278,17 +290,94 @@ def run_jit_inherit(ir_text: str, argv: Sequence[str], libs: Sequence[str] = (),
         except (OSError, ValueError, AttributeError):
             pass
     mcjit.flush_c_stdio()
+    limits = limits or RunLimits(timeout=None, max_output=None)
     saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
+    pid = None
     try:
+        parent = os.getpid()
         pid = os.fork()
         if pid == 0:
-            mcjit.become_program(compiled.main_address, list(argv) or ["main"], None)
+            _reaper(compiled, list(argv) or ["main"], limits, parent)
         while True:
             try:
                 _, status = os.waitpid(pid, 0)
+                pid = None
                 return status
             except InterruptedError:
                 continue
     finally:
+        if pid is not None:  # the wait was cut short: the reaper kills the program and sweeps
+            try:
+                os.kill(pid, signal.SIGTERM)
+                os.waitpid(pid, 0)
+            except (ProcessLookupError, ChildProcessError):
+                pass
         for s, handler in saved.items():
             signal.signal(s, handler)
+
+
+class _Stop(BaseException):
+    """SIGTERM/SIGHUP (or its parent's death) reached the reaper."""
+
+
+def _reaper(compiled, argv: list[str], limits: RunLimits, parent: int) -> NoReturn:
+    """The process between the CLI and a JIT program (a fork of the single-threaded CLI):
+    a child subreaper that dies with the CLI (as SIGTERM, so it sweeps first), forks the
+    program, waits for it, kills and reaps everything the program left (setsid'd or not), then
+    ends exactly as the program did. The exe backend's C launcher does the same (measure.py)."""
+    from . import mcjit
+
+    status = 0
+    try:
+        def stop(signum: int, frame) -> None:
+            raise _Stop()
+
+        for s in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, stop)
+        become_subreaper()
+        die_with_parent(signal.SIGTERM)
+        if os.getppid() != parent:
+            os._exit(128 + signal.SIGKILL)
+        cpu = limits.cpu_seconds
+        program = os.fork()
+        if program == 0:
+            mcjit.become_program(compiled.main_address, argv, None, limits.memory,
+                                 die_with_parent=True,
+                                 cpu_seconds=None if cpu is None else max(1, int(cpu)),
+                                 nproc=limits.nproc_limit())
+        try:
+            while True:
+                try:
+                    _, status = os.waitpid(program, 0)
+                    break
+                except InterruptedError:
+                    continue
+        except _Stop:
+            status = signal.SIGKILL  # a raw wait status: killed by SIGKILL
+        kill_children()
+    except _Stop:
+        status = signal.SIGKILL
+    except BaseException:  # noqa: BLE001 - nothing may unwind into the CLI's code
+        status = 127 << 8
+    finally:
+        for s in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(s, signal.SIG_IGN)
+    try:
+        kill_children()
+    finally:
+        _end_as(status)
+
+
+def _end_as(status: int) -> NoReturn:
+    """Exit with the wait status ``status`` as our own (the same code, or the same signal)."""
+    if os.WIFSIGNALED(status):
+        sig = os.WTERMSIG(status)
+        try:
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+            if sig not in (signal.SIGKILL, signal.SIGSTOP):
+                signal.signal(sig, signal.SIG_DFL)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, [sig])
+            os.kill(os.getpid(), sig)
+        finally:
+            os._exit(128 + sig)
+    os._exit(os.WEXITSTATUS(status) if os.WIFEXITED(status) else 127)

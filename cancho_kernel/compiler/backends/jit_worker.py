@@ -8,7 +8,8 @@ child per run**, so a trap or a segfault kills only that child.
 Protocol (Unix stream socket inherited as descriptor FD; each message is a 4-byte big-endian
 length and a UTF-8 JSON object; descriptors travel with ``socket.send_fds`` on the length):
 
-    client -> worker   {"op": "run", "ir", "argv", "libs", "libdirs", "slots", "memory"}
+    client -> worker   {"op": "run", "ir", "argv", "libs", "libdirs", "slots", "memory",
+                        "cpu", "nproc"}   (limits of the child only; null: none)
                        + descriptors: one per entry of "slots" (0/1/2, the child's numbers;
                        a standard descriptor absent from "slots" is closed in the child;
                        "slots": null means the child keeps the worker's own)
@@ -23,6 +24,11 @@ The client kills a running child itself (SIGKILL to its process group, whose id 
 was told), so the worker never needs to listen while it waits. If the client goes away (end of
 file on the socket) the worker kills its child and exits; a child dies with the worker
 (PR_SET_PDEATHSIG).
+
+Nothing a run starts outlives it: the worker is a child subreaper, so a process the program
+started is re-parented here when its parent dies — even one that left the run's process group
+with ``setsid`` — and after every run (and before exiting) the worker kills and reaps every
+child it still has. The worker's only children are runs, so this is exact.
 """
 
 from __future__ import annotations
@@ -38,6 +44,8 @@ import sys
 import time
 import traceback
 from typing import Any
+
+from .process import become_subreaper, kill_children
 
 _HEADER = struct.Struct("!I")
 MAX_FDS = 8
@@ -164,7 +172,8 @@ class Worker:
         pid = os.fork()
         if pid == 0:
             mcjit.become_program(compiled.main_address, msg["argv"], fd_map, msg.get("memory"),
-                                 own_group=slots is not None, die_with_parent=True)
+                                 own_group=slots is not None, die_with_parent=True,
+                                 cpu_seconds=msg.get("cpu"), nproc=msg.get("nproc"))
         if slots is not None:
             try:
                 os.setpgid(pid, pid)  # also here, so the client can kill the group at once
@@ -176,6 +185,7 @@ class Worker:
         send_msg(self.sock, {"ev": "started", "pid": pid})
         status, rusage, client_gone = self._wait(pid, own_group=slots is not None)
         wall = time.monotonic() - start
+        kill_children()  # what the program left behind, setsid'd or not
         if client_gone:
             return False
         send_msg(self.sock, {"ev": "exited", "status": status, "utime": rusage.ru_utime,
@@ -225,10 +235,13 @@ def main(argv: list[str] | None = None) -> int:
     from . import native
 
     native.ensure_initialised()
+    become_subreaper()
     try:
         Worker(sock).serve()
     except (BrokenPipeError, ConnectionResetError):
         pass
+    finally:
+        kill_children()
     return 0
 
 

@@ -174,10 +174,13 @@ def _address_space_bytes() -> int:
 
 def become_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int] | None,
                    memory: int | None = None, *, own_group: bool = False,
-                   die_with_parent: bool = False) -> NoReturn:
+                   die_with_parent: bool = False, cpu_seconds: int | None = None,
+                   nproc: int | None = None) -> NoReturn:
     """In a freshly forked child: install the descriptors (``fd_map``: 0/1/2 -> fd, a missing key
-    closes it; ``None`` keeps the inherited ones), restore what a native process has, call
-    ``main(argc, argv)`` and ``exit`` with its result. Never returns."""
+    closes it; ``None`` keeps the inherited ones), set the run's limits on this process only
+    (``memory`` bytes beyond the image inherited from the worker, ``cpu_seconds`` of CPU,
+    RLIMIT_NPROC ``nproc``), restore what a native process has, call ``main(argc, argv)`` and
+    ``exit`` with its result. Never returns."""
     try:
         parent = os.getppid()
         if own_group:
@@ -204,6 +207,11 @@ def become_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int
         if memory is not None:
             limit = _address_space_bytes() + memory
             resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        if cpu_seconds is not None:
+            # Counted from this fork (a child's CPU time starts at 0): SIGXCPU at the limit.
+            resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_seconds), int(cpu_seconds) + 1))
+        if nproc is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (int(nproc), int(nproc)))
         _restore_stdio_buffering()
         args = [a.encode("utf-8", "surrogateescape") for a in argv]
         c_argv = (ctypes.c_char_p * (len(args) + 1))(*args, None)

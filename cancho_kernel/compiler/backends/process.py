@@ -11,6 +11,12 @@ Rules every child gets, whichever backend runs it:
 
 * its own process group (except when it inherits the terminal), so a timeout or an interrupt
   kills everything it started;
+* nothing it starts outlives the run: the exe backend's launcher (measure.py) and the JIT worker
+  are child subreapers that kill every remaining descendant when the program ends (even one
+  that left the group with ``setsid``), and the program dies with its supervisor
+  (PR_SET_PDEATHSIG);
+* the run's resource limits (address space, CPU seconds, processes) set in the child after
+  ``fork``, never on the supervisor or the JIT worker;
 * default dispositions for SIGPIPE and friends (Python ignores SIGPIPE, and ignored signals
   survive ``exec``), so a write to a pipe whose reader left kills it with signal 13 as in a
   shell;
@@ -20,16 +26,21 @@ Rules every child gets, whichever backend runs it:
 
 from __future__ import annotations
 
+import ctypes
 import fcntl
 import os
+import re
 import resource
 import selectors
+import shutil
 import signal
+import stat
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Protocol
 
@@ -46,6 +57,9 @@ _WRITE_CHUNK = 1 << 16
 _TICK = 0.05            # how often cancel events and deadlines are looked at (seconds)
 _LEFTOVER_GRACE = 0.25  # after the program ends, how long its descendants may hold the pipes
 _DRAIN_GRACE = 2.0      # ... and how long to drain after they were killed
+
+
+MAX_BROKEN_AFTER = 1 << 40  # a reader that accepts more than this is just a pipe
 
 
 class StdoutKind(str, Enum):
@@ -107,18 +121,23 @@ class StdoutTarget:
     @classmethod
     def parse(cls, text: str) -> "StdoutTarget":
         """``pipe``, ``/dev/full`` (or ``full``), ``/dev/null``, ``file:PATH``, ``closed``,
-        ``broken-pipe[:N]``, ``inherit``."""
+        ``broken-pipe[:N]`` (N decimal digits, at most :data:`MAX_BROKEN_AFTER`), ``inherit``."""
         if text.startswith("file:"):
             return cls.file(text[len("file:"):])
-        name, _, after = text.partition(":")
+        name, colon, after = text.partition(":")
         aliases = {"full": StdoutKind.DEV_FULL, "devfull": StdoutKind.DEV_FULL, "null": StdoutKind.DEV_NULL}
         try:
             kind = aliases.get(name) or StdoutKind(name)
         except ValueError:
             raise ValueError(f"unknown stdout target `{text}`") from None
-        if after and kind is not StdoutKind.BROKEN_PIPE:
+        if colon and kind is not StdoutKind.BROKEN_PIPE:
             raise ValueError(f"unknown stdout target `{text}`")
-        return cls(kind, int(after) if after else 0)
+        if not colon:
+            return cls(kind)
+        if not (after.isascii() and after.isdigit()) or int(after) > MAX_BROKEN_AFTER:
+            raise ValueError(f"`{text}`: the byte count after `broken-pipe:` is a whole number "
+                             f"from 0 to {MAX_BROKEN_AFTER}")
+        return cls.broken_pipe(int(after))
 
 
 @dataclass(frozen=True)
@@ -126,13 +145,67 @@ class RunLimits:
     """Limits of one run. ``None`` means unlimited.
 
     ``timeout``: wall seconds from the program's start. ``max_output``: bytes kept per stream
-    (the rest is drained and counted). ``memory``: RLIMIT_AS in bytes; under the JIT it is added
-    to the worker's own address space, which the forked child inherits.
+    (the rest is drained and counted). ``memory``: the program's address space in bytes
+    (RLIMIT_AS, set in the program's process only; under the JIT the forked child starts with
+    the worker's image, so the limit is that image plus ``memory``). ``cpu_seconds``:
+    RLIMIT_CPU of the program (SIGXCPU when reached). ``processes``: how many processes the
+    program may add to those its user already runs (RLIMIT_NPROC; Linux does not apply it to
+    root).
     """
 
     timeout: float | None = 30.0
     max_output: int | None = 1 << 20
     memory: int | None = None
+    cpu_seconds: int | None = None
+    processes: int | None = None
+
+    def nproc_limit(self) -> int | None:
+        """The RLIMIT_NPROC value for ``processes`` more than the user runs now."""
+        if self.processes is None:
+            return None
+        return user_process_count() + self.processes
+
+
+@dataclass(frozen=True)
+class LimitCaps:
+    """The most a run may be given (safe mode): every limit finite, none above these."""
+
+    timeout: float
+    max_output: int
+    memory: int
+    cpu_seconds: int
+    processes: int
+
+    def violations(self, limits: RunLimits) -> list[str]:
+        """What in ``limits`` is unlimited or above a cap, in words a user can act on."""
+        out = []
+        for name, flag, unit in (("timeout", "--timeout", " s"), ("max_output", "--max-output", " bytes"),
+                                 ("memory", "--memory", " bytes"), ("cpu_seconds", "--cpu", " s"),
+                                 ("processes", "--processes", "")):
+            value, cap = getattr(limits, name), getattr(self, name)
+            if value is None or value > cap:
+                shown = "unlimited" if value is None else f"{value:g}{unit}"
+                out.append(f"{flag} {shown} is above the cap of {cap:g}{unit}")
+        return out
+
+    def bound(self, limits: RunLimits) -> RunLimits:
+        """``limits`` with every unlimited or too large value brought down to its cap."""
+        def low(value, cap):
+            return cap if value is None else min(value, cap)
+
+        return replace(limits, timeout=low(limits.timeout, self.timeout),
+                       max_output=low(limits.max_output, self.max_output),
+                       memory=low(limits.memory, self.memory),
+                       cpu_seconds=low(limits.cpu_seconds, self.cpu_seconds),
+                       processes=low(limits.processes, self.processes))
+
+
+# The limits a kernel run gets unless a cell or %limits says otherwise (README, %help).
+DEFAULT_RUN_LIMITS = RunLimits(timeout=30.0, max_output=1 << 20, memory=4 << 30, cpu_seconds=600,
+                               processes=256)
+# Safe mode's caps: the defaults may be lowered, never raised beyond these (README, %help).
+SAFE_CAPS = LimitCaps(timeout=600.0, max_output=16 << 20, memory=4 << 30, cpu_seconds=600,
+                      processes=256)
 
 
 @dataclass
@@ -484,9 +557,10 @@ def result_from(outcome: PumpOutcome, wait_status: int | None, *, wall: float,
 class _SpawnedChild:
     """:class:`ProcessControl` for a child of this process, watched through a pidfd."""
 
-    def __init__(self, pid: int, own_group: bool) -> None:
+    def __init__(self, pid: int, own_group: bool, launcher: bool = False) -> None:
         self.pid = pid
         self.own_group = own_group
+        self.launcher = launcher
         self.started = True
         self.finished = False
         self.status: int | None = None
@@ -508,7 +582,10 @@ class _SpawnedChild:
 
     def kill(self) -> None:
         try:
-            if self.own_group:
+            if self.launcher:
+                if not self.finished:  # it kills the program's group, then every descendant
+                    os.kill(self.pid, signal.SIGTERM)
+            elif self.own_group:
                 os.killpg(self.pid, signal.SIGKILL)
             elif not self.finished:
                 os.kill(self.pid, signal.SIGKILL)
@@ -521,19 +598,27 @@ class _SpawnedChild:
             self._pidfd = None
 
 
-# Sets RLIMIT_AS, then becomes the program. posix_spawn cannot set a resource limit, and the
-# caller may have threads, so no Python code may run between fork and exec here; a tiny
-# trampoline interpreter does it instead (only when a memory limit is asked for).
+# Without a C compiler (so without the launcher): sets the limits, then becomes the program.
+# posix_spawn cannot set a resource limit, and the caller may have threads, so no Python code
+# may run between fork and exec here; a tiny trampoline interpreter does it instead. It cannot
+# sweep descendants; the launcher is the normal path (the exe backend needs cc anyway).
 _RLIMIT_TRAMPOLINE = (
     "import os,resource,signal,sys\n"
-    "n=int(sys.argv[1]); resource.setrlimit(resource.RLIMIT_AS,(n,n))\n"
+    "for r,v,k in ((resource.RLIMIT_AS,sys.argv[1],0),(resource.RLIMIT_CPU,sys.argv[2],1),(resource.RLIMIT_NPROC,sys.argv[3],0)):\n"
+    " if v!='-': resource.setrlimit(r,(int(v),int(v)+k))\n"
     "for s in (signal.SIGPIPE,signal.SIGXFSZ): signal.signal(s,signal.SIG_DFL)\n"
-    "try: os.execv(sys.argv[2],sys.argv[3:])\n"
-    "except OSError as e: os.write(2,('cannot run %s: %s\\n'%(sys.argv[2],e.strerror)).encode()); os._exit(127)\n"
+    "try: os.execv(sys.argv[4],sys.argv[5:])\n"
+    "except OSError as e: os.write(2,('cannot run %s: %s\\n'%(sys.argv[4],e.strerror)).encode()); os._exit(127)\n"
 )
 
 
-def _spawn(path: str, argv: Sequence[str], stdio: ChildStdio, memory: int | None,
+def _launch_limits(limits: RunLimits) -> measure.LaunchLimits:
+    cpu = limits.cpu_seconds
+    return measure.LaunchLimits(limits.memory, None if cpu is None else max(1, int(cpu)),
+                                limits.nproc_limit())
+
+
+def _spawn(path: str, argv: Sequence[str], stdio: ChildStdio, limits: measure.LaunchLimits,
            own_group: bool, extra: Sequence[tuple] = ()) -> int:
     actions: list[tuple] = []
     if stdio.child is not None:
@@ -545,9 +630,11 @@ def _spawn(path: str, argv: Sequence[str], stdio: ChildStdio, memory: int | None
                 actions.append((os.POSIX_SPAWN_DUP2, fd, target_fd))
     actions += list(extra)
     exe, args = path, list(argv)
-    if memory is not None:
+    if limits != measure.LaunchLimits():
         exe = sys.executable
-        args = [sys.executable, "-I", "-S", "-c", _RLIMIT_TRAMPOLINE, str(memory), path, *argv]
+        num = lambda v: "-" if v is None else str(v)  # noqa: E731
+        args = [sys.executable, "-I", "-S", "-c", _RLIMIT_TRAMPOLINE, num(limits.address_space),
+                num(limits.cpu_seconds), num(limits.processes), path, *argv]
     kwargs: dict = {"file_actions": actions, "setsigdef": RESET_SIGNALS, "setsigmask": ()}
     if own_group:
         kwargs["setpgroup"] = 0
@@ -556,11 +643,14 @@ def _spawn(path: str, argv: Sequence[str], stdio: ChildStdio, memory: int | None
 
 def run_executable(path: str | os.PathLike, argv: Sequence[str] | None = None, stdin: bytes = b"",
                    target: StdoutTarget = StdoutTarget(), limits: RunLimits = RunLimits(),
-                   cancel: threading.Event | None = None) -> RunResult:
+                   cancel: threading.Event | None = None, *,
+                   remove_after_start: bool = False) -> RunResult:
     """Run a linked program under the shared run model.
 
     ``argv`` is the whole vector including ``argv[0]`` (default: ``[path]``), so a caller can
-    give both backends the same one. Raises ``OSError`` if the file cannot be executed.
+    give both backends the same one. ``remove_after_start``: the launcher deletes the file and
+    its directory once the program is running (the CLI's `run`, so that nothing is left even if
+    this process is killed). Raises ``OSError`` if the file cannot be executed.
     """
     path = os.fspath(path)
     argv = list(argv) if argv else [path]
@@ -569,20 +659,24 @@ def run_executable(path: str | os.PathLike, argv: Sequence[str] | None = None, s
     report_r = report_w = None
     try:
         start = time.monotonic()
-        launcher = measure.launcher() if (limits.memory is None and stdio.child is not None) else None
+        launcher = measure.launcher()
         if launcher is not None:
-            # Through the small launcher, so the program's peak RSS is its own (measure.py).
+            # Through the small launcher: the program's own peak RSS, its limits, and no
+            # descendant left behind (measure.py).
             report_r, w = os.pipe()
             report_w = fcntl.fcntl(w, fcntl.F_DUPFD_CLOEXEC, 10)
             os.close(w)
-            pid = _spawn(launcher, [launcher, path, *argv], stdio, None, own_group,
+            largv = measure.launcher_argv(
+                launcher, path, argv, parent=os.getpid(), own_group=own_group,
+                limits=_launch_limits(limits), cleanup=path if remove_after_start else None)
+            pid = _spawn(launcher, largv, stdio, measure.LaunchLimits(), own_group,
                          extra=[(os.POSIX_SPAWN_DUP2, report_w, measure.REPORT_FD)])
             os.close(report_w)
             report_w = None
         else:
-            pid = _spawn(path, argv, stdio, limits.memory, own_group)
+            pid = _spawn(path, argv, stdio, _launch_limits(limits), own_group)
         stdio.close_child_ends()
-        control = _SpawnedChild(pid, own_group)
+        control = _SpawnedChild(pid, own_group, launcher=launcher is not None)
         try:
             outcome = pump(stdio, control, limits, cancel)
         finally:
@@ -613,3 +707,133 @@ def _read_report(fd: int) -> tuple[int, float, float, int] | None:
     except OSError:
         return None
     return measure.parse_report(data.decode(errors="replace"))
+
+
+# -- nothing outlives a run ------------------------------------------------------------------------
+
+_PR_SET_CHILD_SUBREAPER = 36
+_PR_SET_PDEATHSIG = 1
+
+
+def _prctl(option: int, value: int) -> bool:
+    libc = ctypes.CDLL(None, use_errno=True)
+    return libc.prctl(option, value, 0, 0, 0) == 0
+
+
+def become_subreaper() -> bool:
+    """Make this process the child subreaper of its descendants: a process whose parent dies
+    (including one that left its group with ``setsid``) is re-parented here rather than to
+    init, where :func:`kill_children` can reach it. Only for processes whose children are all
+    runs (the JIT worker, the CLI's `run`); False where Linux refuses."""
+    return _prctl(_PR_SET_CHILD_SUBREAPER, 1)
+
+
+def die_with_parent(sig: int = signal.SIGKILL) -> bool:
+    """PR_SET_PDEATHSIG: this process gets ``sig`` when the thread that created it ends. Call it
+    in a child forked by a single-threaded parent only (a thread's end would trigger it)."""
+    return _prctl(_PR_SET_PDEATHSIG, int(sig))
+
+
+def children_of(pid: int) -> list[int]:
+    """The live and zombie children of ``pid``, from /proc (every thread's)."""
+    kids: list[int] = []
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return kids
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                kids += [int(w) for w in f.read().split()]
+        except (OSError, ValueError):
+            continue
+    return kids
+
+
+def kill_children(keep: Callable[[int], bool] = lambda pid: False) -> int:
+    """SIGKILL and reap every child of this process for which ``keep`` is false, again and
+    again until none is left (killing one re-parents its own children here when this process
+    is a subreaper). Returns how many were killed."""
+    me = os.getpid()
+    killed = 0
+    for _ in range(10_000):  # each round reaps at least one; a bound against the impossible
+        victims = [pid for pid in children_of(me) if not keep(pid)]
+        if not victims:
+            return killed
+        for pid in victims:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        for pid in victims:
+            try:
+                os.waitpid(pid, 0)
+            except ChildProcessError:  # reaped by someone else (a Popen, a pidfd watcher)
+                pass
+    return killed
+
+
+def user_process_count(uid: int | None = None) -> int:
+    """How many processes (threads count, as RLIMIT_NPROC counts them) the user runs now."""
+    uid = os.getuid() if uid is None else uid
+    n = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            st = os.stat(f"/proc/{name}")
+            if st.st_uid == uid:
+                n += len(os.listdir(f"/proc/{name}/task"))
+        except OSError:
+            continue
+    return n
+
+
+# -- temporary directories ---------------------------------------------------------------------------
+
+RUN_DIR_PREFIXES = ("cancho-run-", "cancho-test-", "cancho-cell-", "cancho-programs-")
+
+
+def owned_temp_prefix(kind: str) -> str:
+    """``cancho-<kind>-<pid>-``: a temporary directory's name says which process owns it, so one
+    left by a killed process can be recognised and removed later (:func:`remove_stale_dirs`)."""
+    prefix = f"cancho-{kind}-"
+    assert prefix in RUN_DIR_PREFIXES, kind
+    return f"{prefix}{os.getpid()}-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_stale_dirs(base: str | None = None) -> list[str]:
+    """Remove this user's cancho temporary directories whose owner process is gone (a process
+    killed by SIGKILL cannot clean up after itself). Returns the removed paths."""
+    base = base or tempfile.gettempdir()
+    pattern = re.compile(r"^cancho-(?:run|test|cell|programs)-(\d+)(?:-.*)?$")
+    removed: list[str] = []
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return removed
+    for name in names:
+        m = pattern.match(name)
+        if not m or _alive(int(m.group(1))):
+            continue
+        path = os.path.join(base, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid():
+            continue
+        shutil.rmtree(path, ignore_errors=True)
+        removed.append(path)
+    return removed
