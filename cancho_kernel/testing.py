@@ -19,6 +19,7 @@ failed (no linker, cannot run the binary).
 
 from __future__ import annotations
 
+import math
 import os
 import shutil
 import signal
@@ -31,11 +32,13 @@ EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_FAILED = 0, 1, 2, 3, 4
 
 USAGE = """\
 usage: cancho test <file.cho>... [--backend jit|exe] [--std] [-l <name>]... [-L <path>]...
-                   [--timeout <seconds>]
+                   [--timeout <seconds>] [--safe]
 
 Runs every `fn test_*` in the named files, each in its own process; a test passes by
-answering 0. exit status: 0 all passed, 4 some failed, 2 no tests or a misshapen test,
-1 the program was refused, 3 environment.
+answering 0. `--timeout` is seconds per test (0: none; at most a week). `--safe` (also
+CANCHO_SAFE=1): -l/-L and programs reaching foreign code are refused, and each test runs
+under the default memory, CPU-time and process limits. exit status: 0 all passed, 4 some
+failed, 2 no tests or a misshapen test, 1 the program was refused, 3 environment.
 """
 
 TRAP_WORDS = "trapped: killed by signal 4 (SIGILL, the trap every checked operation ends with)"
@@ -65,6 +68,10 @@ class Options:
     libs: tuple[str, ...] = ()
     libdirs: tuple[str, ...] = ()
     timeout: float | None = DEFAULT_TIMEOUT
+    safe: bool = False
+
+
+MAX_TIMEOUT = 7 * 24 * 3600.0
 
 
 def parse_options(argv: Sequence[str]) -> Options:
@@ -73,6 +80,9 @@ def parse_options(argv: Sequence[str]) -> Options:
     libs: list[str] = []
     libdirs: list[str] = []
     timeout: float | None = DEFAULT_TIMEOUT
+    from .cli import safe_from_env
+
+    safe = safe_from_env()
     it = iter(argv)
 
     def value(flag: str) -> str:
@@ -100,15 +110,23 @@ def parse_options(argv: Sequence[str]) -> Options:
                 timeout = float(text)
             except ValueError:
                 raise Usage(f"`--timeout` needs a number of seconds, not `{text}`") from None
-            if timeout <= 0:
+            if not math.isfinite(timeout) or timeout < 0 or timeout > MAX_TIMEOUT:
+                raise Usage(f"`--timeout` is a number of seconds from 0 (no limit) to "
+                            f"{MAX_TIMEOUT:g}, not `{text}`")
+            if timeout == 0:
                 timeout = None
+        elif a == "--safe":
+            safe = True
         elif a.startswith("-") and a != "-":
             raise Usage(f"unknown option `{a}`")
         else:
             files.append(a)
     if not files:
         raise Usage("no input file given")
-    return Options(files, backend, tuple(libs), tuple(libdirs), timeout)
+    if safe and (libs or libdirs):
+        raise Usage(f"`{'-l' if libs else '-L'}` is refused in safe mode: a linked library is "
+                    "foreign code whose authority nothing bounds")
+    return Options(files, backend, tuple(libs), tuple(libdirs), timeout, safe)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,16 +362,29 @@ def run_tests(opts: Options) -> int:
         _err(render_text(result.diagnostics, color=False).rstrip("\n")
              or "the compiler produced no code")
         return EXIT_REFUSED
+    if opts.safe:
+        from .cli import safe_mode_refusals
+
+        refusals = safe_mode_refusals(result.program)
+        if refusals:
+            _err(render_text(refusals, color=False).rstrip("\n"))
+            return EXIT_REFUSED
     return _build_and_run(opts, tests, result.ir)
 
 
 def _build_and_run(opts: Options, tests: list[TestCase], ir: str) -> int:
     from .compiler.backends import native
     from .compiler.backends.exe import LinkError
-    from .compiler.backends.process import RunLimits, StdoutTarget
+    from .compiler.backends.process import (DEFAULT_RUN_LIMITS, RunLimits, StdoutTarget,
+                                            owned_temp_prefix, remove_stale_dirs)
 
     limits = RunLimits(timeout=opts.timeout, max_output=1 << 20)
-    run_dir = tempfile.mkdtemp(prefix="cancho-test-")
+    if opts.safe:
+        d = DEFAULT_RUN_LIMITS
+        limits = RunLimits(timeout=opts.timeout, max_output=1 << 20, memory=d.memory,
+                           cpu_seconds=d.cpu_seconds, processes=d.processes)
+    remove_stale_dirs()  # what an earlier run killed by SIGKILL left
+    run_dir = tempfile.mkdtemp(prefix=owned_temp_prefix("test"))
     worker = None
     try:
         if opts.backend == "exe":

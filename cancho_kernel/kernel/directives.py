@@ -12,7 +12,14 @@ Diagnostics keep pointing at the cell's own lines: the text after the directives
 ``SourceFile`` whose ``line_offset`` is the number of lines removed.
 
 Every directive is registered in :data:`REGISTRY` with its usage and help; an unknown directive
-is an error that names the known ones. ``bench.py`` (``%%c``, ``%bench``, ``%%bench``,
+is an error that names the known ones.
+
+Every value a directive takes is validated (numbers finite and in range, sizes parsed strictly,
+paths checked) and every file it reads is read up to a documented cap (:data:`STDIN_FILE_CAP`,
+:data:`LOAD_CAP`), so no cell can make the kernel read without bound. In safe mode
+(:attr:`Settings.safe`) `%%c` and C flags are refused, paths must stay inside the notebook's
+directory (:attr:`Settings.root`, symlinks resolved), and run limits may not exceed
+:data:`process.SAFE_CAPS`. ``bench.py`` (``%%c``, ``%bench``, ``%%bench``,
 ``%programs``) and ``authority_view.py`` (``%authority``, ``%%authority``) register theirs the same
 way; they are imported at the end of this module.
 """
@@ -21,9 +28,12 @@ from __future__ import annotations
 
 import argparse
 import html
+import math
 import os
+import re
 import shlex
 import signal as _signal
+import stat
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -31,7 +41,8 @@ from pathlib import Path
 from typing import Protocol
 
 from ..compiler.backends import native
-from ..compiler.backends.process import RunLimits, StdoutTarget
+from ..compiler.backends.process import (DEFAULT_RUN_LIMITS, SAFE_CAPS, RunLimits, StdoutKind,
+                                        StdoutTarget)
 from ..compiler.diagnostics import RULES
 from ..compiler.source import SourceFile
 from . import presentation as P
@@ -61,13 +72,24 @@ def _bench_runs_from_env() -> int | None:
 
 @dataclass
 class Settings:
-    """Session-wide defaults, changed by ``%backend`` and ``%limits``."""
+    """Session-wide defaults, changed by ``%backend`` and ``%limits``; and the kernel's safe
+    mode, fixed when it starts: ``root`` is the notebook's directory (the kernel's working
+    directory at start), the only place safe mode lets a path reach."""
 
     backend: str = "jit"
-    timeout: float | None = 30.0
-    max_output: int | None = 1 << 20
-    memory: int | None = None
+    timeout: float | None = DEFAULT_RUN_LIMITS.timeout
+    max_output: int | None = DEFAULT_RUN_LIMITS.max_output
+    memory: int | None = DEFAULT_RUN_LIMITS.memory
+    cpu_seconds: int | None = DEFAULT_RUN_LIMITS.cpu_seconds
+    processes: int | None = DEFAULT_RUN_LIMITS.processes
     bench_runs: int | None = field(default_factory=_bench_runs_from_env)
+    safe: bool = False
+    root: Path = field(default_factory=lambda: Path.cwd().resolve())
+
+    def run_limits(self) -> RunLimits:
+        """The session's default limits of one run."""
+        return RunLimits(timeout=self.timeout, max_output=self.max_output, memory=self.memory,
+                         cpu_seconds=self.cpu_seconds, processes=self.processes)
 
 
 class Context(Protocol):
@@ -144,22 +166,49 @@ def _help_entries() -> list[Directive]:
     return sorted(REGISTRY.values(), key=lambda d: (not d.is_cell, d.name))
 
 
-def help_text() -> str:
+def _mib(n: int) -> str:
+    return f"{n >> 30} GiB" if n >= 1 << 30 and n % (1 << 30) == 0 else f"{n >> 20} MiB"
+
+
+def limits_text() -> str:
+    """The default run limits, the caps and the read caps, as %help and README state them."""
+    d, c = DEFAULT_RUN_LIMITS, SAFE_CAPS
+    return (f"Default run limits: timeout {d.timeout:g} s (wall), memory {_mib(d.memory)} (the program's "
+            f"address space), CPU {d.cpu_seconds} s, {d.processes} processes more than the user runs "
+            f"(RLIMIT_NPROC, not applied to root), output {_mib(d.max_output)} kept per stream. "
+            f"Reads: --stdin-file up to {_mib(STDIN_FILE_CAP)}, %load up to {_mib(LOAD_CAP)}.")
+
+
+def safe_text(settings: "Settings | None") -> str:
+    c = SAFE_CAPS
+    if settings is None or not settings.safe:
+        return ("Safe mode is off (turn it on with CANCHO_SAFE=1 or CanchoKernel.safe_mode = True "
+                "when the kernel starts).")
+    return (f"Safe mode is ON: programs that reach foreign code (`extern fn`) are refused "
+            f"[unsafe-in-safe-mode]; %%c and --cflags/--ldflags are refused; paths for %load, %%file, "
+            f"--stdin-file and file:PATH must be inside {settings.root}; limits may be lowered, not "
+            f"raised beyond timeout {c.timeout:g} s, memory {_mib(c.memory)}, CPU {c.cpu_seconds} s, "
+            f"{c.processes} processes, output {_mib(c.max_output)}.")
+
+
+def help_text(settings: "Settings | None" = None) -> str:
     lines = [HELP_HEAD, ""]
     for d in _help_entries():
         lines.append(f"  {d.usage}")
         lines.append(f"      {d.help}")
-    lines += ["", *textwrap.wrap(HELP_TAIL, 96)]
+    lines += ["", *textwrap.wrap(HELP_TAIL, 96), "", *textwrap.wrap(limits_text(), 96),
+              "", *textwrap.wrap(safe_text(settings), 96)]
     return "\n".join(lines)
 
 
-def help_html() -> str:
+def help_html(settings: "Settings | None" = None) -> str:
     """The same list as a table: JupyterLab and nbconvert show HTML, and a table wraps."""
     rows = "".join(f"<tr><td style=\"text-align:left;white-space:nowrap\"><code>{html.escape(d.name)}</code></td>"
                    f"<td style=\"text-align:left\"><code>{html.escape(d.usage)}</code><br>{html.escape(d.help)}</td></tr>"
                    for d in _help_entries())
     return (f"<p>{html.escape(HELP_HEAD)}</p><table class=\"cancho-help\"><tbody>{rows}</tbody></table>"
-            f"<p>{html.escape(HELP_TAIL)}</p>")
+            f"<p>{html.escape(HELP_TAIL)}</p><p>{html.escape(limits_text())}</p>"
+            f"<p>{html.escape(safe_text(settings))}</p>")
 
 
 # -- parsing a cell's header -----------------------------------------------------------------------
@@ -204,6 +253,9 @@ def execute(ctx: Context, code: str, cell_name: str | None = None) -> None:
     """Handle one cell: its directives, then its text."""
     try:
         header = parse_header(code)
+        if ctx.settings.safe:
+            for name, args in [*header.lines, *([header.cell] if header.cell else [])]:
+                safe_screen(name, args, ctx.settings)
     except DirectiveError as e:
         ctx.fail(P.simple_failure("directive-error", str(e)))
         return
@@ -229,6 +281,13 @@ def execute(ctx: Context, code: str, cell_name: str | None = None) -> None:
 
 
 class _Parser(argparse.ArgumentParser):
+    """argparse that reports to the cell instead of exiting, and takes options only as written
+    in full (an abbreviation could slip past safe mode's screen of option names)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
     def error(self, message: str) -> None:  # never exit the kernel
         raise DirectiveError(f"{self.prog}: {message}")
 
@@ -236,42 +295,191 @@ class _Parser(argparse.ArgumentParser):
         raise DirectiveError(message or f"{self.prog}: bad options")
 
 
-def parse_size(text: str) -> int | None:
-    """``1048576``, ``64k``, ``1M``, ``2MiB``, ``1G``; ``none``/``0`` means unlimited."""
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?$")
+_UNITS = {None: 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
+          "g": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40,
+          "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNLIMITED = ("none", "unlimited")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The range a directive's number may take, and whether `none` (unlimited) is allowed."""
+
+    flag: str
+    low: float
+    high: float
+    unlimited: bool = True
+
+
+TIMEOUT = Bound("--timeout", 0.0, 7 * 24 * 3600.0)        # seconds, exclusive low
+MEMORY = Bound("--memory", 16 << 20, 1 << 40)              # bytes
+MAX_OUTPUT = Bound("--max-output", 0, 256 << 20, unlimited=False)  # kept in the kernel's memory
+CPU = Bound("--cpu", 1, 7 * 24 * 3600)                      # seconds
+PROCESSES = Bound("--processes", 0, 1 << 20)                # more than the user runs
+STDIN_FILE_CAP = 64 << 20
+LOAD_CAP = 8 << 20
+
+
+def _shown_size(n: float) -> str:
+    return _mib(int(n)) if n >= 1 << 20 else f"{n:g} bytes"
+
+
+def parse_size(text: str, bound: Bound = MEMORY) -> int | None:
+    """``1048576``, ``64k``, ``1M``, ``2MiB``, ``1.5G``; ``none``/``unlimited`` (and, where
+    unlimited is allowed, ``0``) means unlimited. Anything else — ``inf``, ``nan``, ``1e9``, a
+    sign, a value outside ``bound`` — is a directive error."""
     t = text.strip().lower()
-    if t in ("none", "unlimited", "0"):
+    if t in _UNLIMITED or (t == "0" and bound.unlimited):
+        if not bound.unlimited:
+            raise DirectiveError(f"{bound.flag} cannot be unlimited: write a size up to "
+                                 f"{_shown_size(bound.high)}")
         return None
-    mult = 1
-    for suffix, m in (("kib", 1 << 10), ("mib", 1 << 20), ("gib", 1 << 30), ("kb", 1000), ("mb", 10**6),
-                      ("gb", 10**9), ("k", 1 << 10), ("m", 1 << 20), ("g", 1 << 30), ("b", 1)):
-        if t.endswith(suffix):
-            t, mult = t[: -len(suffix)], m
-            break
-    try:
-        n = int(float(t) * mult)
-    except ValueError:
-        raise DirectiveError(f"`{text}` is not a size (write e.g. 65536, 64k, 1M)") from None
-    if n < 0:
-        raise DirectiveError(f"`{text}` is not a size")
+    m = _SIZE.match(t)
+    if not m:
+        raise DirectiveError(f"{bound.flag}: `{text}` is not a size (write e.g. 65536, 64k, 1M, 2GiB)")
+    n = int(float(m.group(1)) * _UNITS[m.group(2)])
+    if not bound.low <= n <= bound.high:
+        raise DirectiveError(f"{bound.flag}: `{text}` is out of range ({_shown_size(bound.low)} to "
+                             f"{_shown_size(bound.high)})")
     return n
 
 
-def parse_seconds(text: str) -> float | None:
+def parse_seconds(text: str, bound: Bound = TIMEOUT) -> float | None:
+    """A positive, finite number of seconds within ``bound`` (``2``, ``0.5``, ``10s``);
+    ``none``/``unlimited``/``0`` means unlimited."""
     t = text.strip().lower()
-    if t in ("none", "unlimited", "0"):
+    if t in (*_UNLIMITED, "0"):
         return None
+    if t.endswith("s"):
+        t = t[:-1]
     try:
-        v = float(t.rstrip("s"))
+        v = float(t)
     except ValueError:
-        raise DirectiveError(f"`{text}` is not a number of seconds") from None
-    if v <= 0:
-        raise DirectiveError(f"`{text}` is not a positive number of seconds")
+        raise DirectiveError(f"{bound.flag}: `{text}` is not a number of seconds") from None
+    if not math.isfinite(v) or v <= bound.low or v > bound.high:
+        raise DirectiveError(f"{bound.flag}: `{text}` is not a number of seconds above "
+                             f"{bound.low:g} and at most {bound.high:g}")
     return v
+
+
+def parse_count(text: str, bound: Bound) -> int | None:
+    """A whole number within ``bound``; ``none``/``unlimited`` means unlimited."""
+    t = text.strip().lower()
+    if t in _UNLIMITED:
+        return None
+    if not (t.isascii() and t.isdigit()) or not bound.low <= int(t) <= bound.high:
+        raise DirectiveError(f"{bound.flag}: `{text}` is not a whole number from {bound.low:g} "
+                             f"to {bound.high:g} (or none)")
+    return int(t)
+
+
+# -- safe mode and paths ------------------------------------------------------------------------------
+
+SAFE_REFUSED_DIRECTIVES = {"%%c": "%%c compiles and runs C, which nothing bounds"}
+SAFE_REFUSED_OPTIONS = {"--cflags": "C compiler flags can run any program (e.g. -wrapper)",
+                        "--ldflags": "linker flags can run any program and link any library"}
+
+
+def _option_values(words: list[str], flag: str) -> list[str]:
+    """Every value given to ``flag`` (``--flag V`` or ``--flag=V``)."""
+    out = []
+    for i, w in enumerate(words):
+        if w == flag and i + 1 < len(words):
+            out.append(words[i + 1])
+        elif w.startswith(flag + "="):
+            out.append(w[len(flag) + 1:])
+    return out
+
+
+def safe_screen(name: str, args: str, settings: Settings) -> None:
+    """Safe mode's screen of one directive line, whichever module handles the directive (so
+    `%%bench` and `%bench` are held to it too): refused directives and options, paths outside
+    the notebook's directory, limits above the caps."""
+    if name in SAFE_REFUSED_DIRECTIVES:
+        raise DirectiveError(f"{name} is refused in safe mode: {SAFE_REFUSED_DIRECTIVES[name]}")
+    words = split_args(args)
+    for flag, why in SAFE_REFUSED_OPTIONS.items():
+        if _option_values(words, flag) or flag in words:
+            raise DirectiveError(f"{flag} is refused in safe mode: {why}")
+    for path in _option_values(words, "--stdin-file"):
+        checked_path(path, settings, "--stdin-file")
+    for target in _option_values(words, "--stdout"):
+        if target.startswith("file:"):
+            checked_path(target[len("file:"):], settings, "--stdout file:")
+    parsers = {"--timeout": lambda t: parse_seconds(t), "--memory": lambda t: parse_size(t, MEMORY),
+               "--max-output": lambda t: parse_size(t, MAX_OUTPUT), "--cpu": lambda t: parse_count(t, CPU),
+               "--processes": lambda t: parse_count(t, PROCESSES)}
+    caps = {"--timeout": SAFE_CAPS.timeout, "--memory": SAFE_CAPS.memory, "--max-output": SAFE_CAPS.max_output,
+            "--cpu": SAFE_CAPS.cpu_seconds, "--processes": SAFE_CAPS.processes}
+    for flag, parse in parsers.items():
+        for text in _option_values(words, flag):
+            value = parse(text)
+            if value is None or value > caps[flag]:
+                shown = "unlimited" if value is None else text
+                raise DirectiveError(f"{flag} {shown} is refused in safe mode: at most {caps[flag]:g}"
+                                     + (" s" if flag in ("--timeout", "--cpu") else
+                                        "" if flag == "--processes" else " bytes"))
+
+
+def checked_path(text: str, settings: Settings, what: str) -> Path:
+    """The path a directive names, resolved against the notebook's directory. In safe mode it
+    must stay inside that directory once every symlink is resolved (``..``, an absolute path, a
+    link pointing out, ``/proc/self/...`` are all refused)."""
+    if not text:
+        raise DirectiveError(f"{what} needs a path")
+    if "\0" in text:
+        raise DirectiveError(f"{what}: a path cannot contain a NUL character")
+    path = Path(os.path.expanduser(text))
+    if not settings.safe:
+        return path
+    full = (path if path.is_absolute() else settings.root / path).resolve()
+    root = settings.root
+    if full != root and root not in full.parents:
+        raise DirectiveError(f"{what} `{text}` is refused in safe mode: it is outside the notebook's "
+                             f"directory {root}")
+    return full
+
+
+def read_capped(path: Path, cap: int, what: str, shown: str) -> bytes:
+    """At most ``cap`` bytes of a file; more is a directive error, whatever the file is (a
+    regular file is judged by its size first; a device such as /dev/zero is read only up to the
+    cap). A directory, a FIFO or a socket (which could block the kernel) is refused."""
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise DirectiveError(f"{what}: `{shown}` is a directory")
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+            raise DirectiveError(f"{what}: `{shown}` is not a regular file")
+        if stat.S_ISREG(st.st_mode) and st.st_size > cap:
+            raise DirectiveError(f"{what}: `{shown}` is {st.st_size} bytes, more than the {_mib(cap)} "
+                                 f"the kernel reads")
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            chunks, total = [], 0
+            while total <= cap:
+                chunk = os.read(fd, min(1 << 20, cap + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+        finally:
+            os.close(fd)
+    except BlockingIOError:
+        raise DirectiveError(f"{what}: `{shown}` has nothing to read now (a terminal or device that "
+                             "would block the kernel)") from None
+    except OSError as e:
+        raise DirectiveError(f"{what}: cannot read `{shown}`: {e.strerror or e}") from None
+    if total > cap:
+        raise DirectiveError(f"{what}: `{shown}` is more than the {_mib(cap)} the kernel reads")
+    return b"".join(chunks)
 
 
 def parse_signal(text: str) -> int:
     t = text.strip().upper()
-    if t.isdigit():
+    if t.isascii() and t.isdigit():
+        if not 1 <= int(t) < _signal.NSIG:
+            raise DirectiveError(f"`{text}` is not a signal number (1 to {_signal.NSIG - 1})")
         return int(t)
     if not t.startswith("SIG"):
         t = "SIG" + t
@@ -284,17 +492,17 @@ def parse_signal(text: str) -> int:
 _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'": "'"}
 
 
-def stdin_of(ns, default: bytes | None = b"") -> bytes | None:
-    """Standard input from `--stdin TEXT` or `--stdin-file PATH` (read now, whole), else default."""
+def stdin_of(ns, default: bytes | None = b"", settings: Settings | None = None) -> bytes | None:
+    """Standard input from `--stdin TEXT` or `--stdin-file PATH` (read now, whole, at most
+    :data:`STDIN_FILE_CAP` bytes), else default. With ``settings``, the path is checked against
+    safe mode here too (:func:`safe_screen` checks it for every directive anyway)."""
     text, path = getattr(ns, "stdin", None), getattr(ns, "stdin_file", None)
     if text is not None and path is not None:
         raise DirectiveError("give --stdin or --stdin-file, not both")
     if path is not None:
-        try:
-            with open(os.path.expanduser(path), "rb") as f:
-                return f.read()
-        except OSError as e:
-            raise DirectiveError(f"cannot read the --stdin-file `{path}`: {e.strerror}") from None
+        where = checked_path(path, settings, "--stdin-file") if settings is not None else \
+            Path(os.path.expanduser(path))
+        return read_capped(where, STDIN_FILE_CAP, "--stdin-file", path)
     return unescape(text) if text is not None else default
 
 
@@ -341,34 +549,71 @@ def _run_parser() -> _Parser:
     p.add_argument("--timeout", default=None)
     p.add_argument("--max-output", default=None)
     p.add_argument("--memory", default=None)
-    p.add_argument("--expect-status", type=int, default=None)
+    p.add_argument("--cpu", default=None)
+    p.add_argument("--processes", default=None)
+    p.add_argument("--expect-status", default=None)
     p.add_argument("--expect-signal", default=None)
     p.add_argument("--expect-trap", action="store_true")
     p.add_argument("--name", default=None)
     return p
 
 
+def parse_stdout_target(text: str, settings: Settings) -> StdoutTarget:
+    """A cell's ``--stdout``: a known target, a checked ``file:PATH``, never ``inherit``."""
+    try:
+        target = StdoutTarget.parse(text)
+    except ValueError as e:
+        detail = str(e) if "broken-pipe:" in str(e) else f"unknown stdout target `{text}`"
+        raise DirectiveError(f"{detail}: use pipe, /dev/full, /dev/null, file:PATH, closed or "
+                             f"broken-pipe[:N]") from None
+    if target.kind is StdoutKind.INHERIT:
+        raise DirectiveError("a notebook cell cannot inherit the kernel's stdout")
+    if target.kind is StdoutKind.FILE:
+        assert target.path is not None
+        target = StdoutTarget.file(str(checked_path(target.path, settings, "--stdout file:")))
+    return target
+
+
+def limits_of(ns, settings: Settings) -> RunLimits:
+    """The run limits a directive's options give (``ns.timeout`` ...), the session's otherwise."""
+    def opt(name: str, parse, default):
+        value = getattr(ns, name, None)
+        return parse(value) if value is not None else default
+
+    return RunLimits(
+        timeout=opt("timeout", parse_seconds, settings.timeout),
+        max_output=opt("max_output", lambda t: parse_size(t, MAX_OUTPUT), settings.max_output),
+        memory=opt("memory", lambda t: parse_size(t, MEMORY), settings.memory),
+        cpu_seconds=opt("cpu", lambda t: parse_count(t, CPU), settings.cpu_seconds),
+        processes=opt("processes", lambda t: parse_count(t, PROCESSES), settings.processes))
+
+
+def _check_caps(limits: RunLimits, settings: Settings) -> None:
+    if settings.safe:
+        over = SAFE_CAPS.violations(limits)
+        if over:
+            raise DirectiveError("refused in safe mode: " + "; ".join(over))
+
+
 def parse_run_options(args: str, settings: Settings) -> RunOptions:
     ns = _run_parser().parse_args(split_args(args))
-    try:
-        target = StdoutTarget.parse(ns.stdout)
-    except ValueError:
-        raise DirectiveError(f"unknown stdout target `{ns.stdout}`: use pipe, /dev/full, /dev/null, file:PATH, closed or "
-                             f"broken-pipe[:N]") from None
-    if target.kind.value == "inherit":
-        raise DirectiveError("a notebook cell cannot inherit the kernel's stdout")
-    limits = RunLimits(
-        timeout=parse_seconds(ns.timeout) if ns.timeout is not None else settings.timeout,
-        max_output=parse_size(ns.max_output) if ns.max_output is not None else settings.max_output,
-        memory=parse_size(ns.memory) if ns.memory is not None else settings.memory)
+    target = parse_stdout_target(ns.stdout, settings)
+    limits = limits_of(ns, settings)
+    _check_caps(limits, settings)
+    expect_status = None
+    if ns.expect_status is not None:
+        t = ns.expect_status.strip()
+        if not (t.isascii() and t.isdigit()) or int(t) > 255:
+            raise DirectiveError(f"--expect-status: `{ns.expect_status}` is not an exit status (0 to 255)")
+        expect_status = int(t)
     expect_signal = parse_signal(ns.expect_signal) if ns.expect_signal else None
     if ns.expect_trap:
         expect_signal = int(_signal.SIGILL)
-    if expect_signal is not None and ns.expect_status is not None:
+    if expect_signal is not None and expect_status is not None:
         raise DirectiveError("give --expect-status or --expect-signal, not both")
     return RunOptions(ns.backend or settings.backend, target,
-                      stdin_of(ns), list(ns.args), limits,
-                      ns.expect_status, expect_signal, ns.name)
+                      stdin_of(ns, settings=settings), list(ns.args), limits,
+                      expect_status, expect_signal, ns.name)
 
 
 # -- what a cell's text does ------------------------------------------------------------------------
@@ -436,9 +681,10 @@ def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
 
 @directive("%%run", "%%run [--backend jit|exe] [--stdout pipe|/dev/full|/dev/null|file:PATH|closed|broken-pipe[:N]] "
            "[--stdin TEXT | --stdin-file PATH] [--args A B ...] [--timeout S] [--max-output N] [--memory N] "
-           "[--expect-status N | --expect-signal SIG | --expect-trap] [--name NAME]",
+           "[--cpu S] [--processes N] [--expect-status N | --expect-signal SIG | --expect-trap] [--name NAME]",
            "compile the cell with the session and run it with these options; without a `main` in the "
-           "cell, the last `main` runs again; --name keeps the program for %bench")
+           "cell, the last `main` runs again; --name keeps the program for %bench. Limits apply to the "
+           "program only (see %limits); --stdin-file reads at most 64 MiB")
 def _run(ctx: Context, args: str, body: Body) -> None:
     opts = parse_run_options(args, ctx.settings)
     if body.blank:
@@ -560,15 +806,17 @@ def _asm(ctx: Context, args: str, body: Body) -> None:
 
 
 @directive("%%file", "%%file NAME.cho", "write the cell's text to NAME.cho (relative to the kernel's "
-           "working directory) without running it")
+           "working directory; in safe mode it must be inside the notebook's directory) without running it")
 def _file(ctx: Context, args: str, body: Body) -> None:
     words = split_args(args)
     if len(words) != 1:
         raise DirectiveError("%%file takes one file name")
-    path = Path(words[0])
+    path = checked_path(words[0], ctx.settings, "%%file")
     text = body.text if body.text.endswith("\n") or not body.text else body.text + "\n"
     try:
         existed = path.exists()
+        if existed and not path.is_file():
+            raise DirectiveError(f"%%file: {words[0]} exists and is not a regular file")
         path.write_text(text, encoding="utf-8")
     except OSError as e:
         raise DirectiveError(f"%%file: cannot write {path}: {e.strerror or e}") from None
@@ -576,17 +824,20 @@ def _file(ctx: Context, args: str, body: Body) -> None:
     ctx.display({"text/plain": f"{verb} {path} ({len(text.encode('utf-8'))} bytes)"})
 
 
-@directive("%load", "%load FILE.cho", "use FILE.cho as the cell's text (diagnostics point into the file)")
+@directive("%load", "%load FILE.cho", "use FILE.cho (UTF-8, at most 8 MiB; in safe mode inside the "
+           "notebook's directory) as the cell's text (diagnostics point into the file)")
 def _load(ctx: Context, args: str, body: Body):
     words = split_args(args)
     if len(words) != 1:
         raise DirectiveError("%load takes one file name")
     if not body.blank:
         raise DirectiveError("%load replaces the cell's text: write it on a cell without other code")
+    path = checked_path(words[0], ctx.settings, "%load")
+    data = read_capped(path, LOAD_CAP, "%load", words[0])
     try:
-        text = Path(words[0]).read_text(encoding="utf-8")
-    except OSError as e:
-        raise DirectiveError(f"%load: cannot read {words[0]}: {e.strerror or e}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise DirectiveError(f"%load: {words[0]} is not UTF-8 text (byte {e.start} is not valid UTF-8)") from None
     return Body(text, 0, words[0])
 
 
@@ -603,25 +854,27 @@ def _backend(ctx: Context, args: str, body: Body) -> None:
         ctx.display({"text/plain": f"backend {words[0]}"})
 
 
-@directive("%limits", "%limits [--timeout S] [--max-output N] [--memory N]",
-           "set the session's default run limits (`none` = unlimited; no options: show them)")
+@directive("%limits", "%limits [--timeout S] [--max-output N] [--memory N] [--cpu S] [--processes N]",
+           "set the session's default run limits (`none` = unlimited, except output; no options: show them). "
+           "Defaults: timeout 30 s, memory 4 GiB (the program's address space, set in the program only), "
+           "CPU 600 s, 256 processes more than the user runs, output 1 MiB kept per stream (at most 256 MiB). "
+           "Safe mode caps them at 600 s, 4 GiB, 600 s, 256 and 16 MiB")
 def _limits(ctx: Context, args: str, body: Body) -> None:
     p = _Parser(prog="%limits", add_help=False)
-    p.add_argument("--timeout")
-    p.add_argument("--max-output")
-    p.add_argument("--memory")
+    for flag in ("--timeout", "--max-output", "--memory", "--cpu", "--processes"):
+        p.add_argument(flag)
     ns = p.parse_args(split_args(args))
     s = ctx.settings
-    if ns.timeout is not None:
-        s.timeout = parse_seconds(ns.timeout)
-    if ns.max_output is not None:
-        s.max_output = parse_size(ns.max_output)
-    if ns.memory is not None:
-        s.memory = parse_size(ns.memory)
+    new = limits_of(ns, s)  # every value validated before any is set
+    _check_caps(new, s)
+    s.timeout, s.max_output, s.memory = new.timeout, new.max_output, new.memory
+    s.cpu_seconds, s.processes = new.cpu_seconds, new.processes
     if body.blank:
         fmt = lambda v, unit="": "none" if v is None else f"{v:g}{unit}" if isinstance(v, float) else f"{v}{unit}"  # noqa: E731
         ctx.display({"text/plain": f"timeout {fmt(s.timeout, ' s')}, max output {fmt(s.max_output, ' bytes')} "
-                                   f"per stream, memory {fmt(s.memory, ' bytes')}"})
+                                   f"per stream, memory {fmt(s.memory, ' bytes')}, cpu {fmt(s.cpu_seconds, ' s')}, "
+                                   f"processes {fmt(s.processes)}"
+                                   + (" (safe mode)" if s.safe else "")})
 
 
 @directive("%who", "%who", "list the session's edition, imports and items")
@@ -642,7 +895,7 @@ def _reset(ctx: Context, args: str, body: Body) -> None:
 def _help(ctx: Context, args: str, body: Body) -> None:
     if args.strip():
         raise DirectiveError("%help takes no options")
-    ctx.display({"text/plain": help_text(), "text/html": help_html()})
+    ctx.display({"text/plain": help_text(ctx.settings), "text/html": help_html(ctx.settings)})
 
 
 @directive("%doc", "%doc NAME", "show what Shift+Tab shows for NAME (a builtin, a std function as `io.write_all`, "

@@ -5,19 +5,34 @@ from ``do_execute`` itself, parented to the execute request, so it all precedes 
 (kernel.md §3.2). ``KeyboardInterrupt`` never escapes ``do_execute`` (§3.5): an interrupt during
 a run cancels it (the program's process group is killed) and the cell reports an ``error``
 named ``KeyboardInterrupt``; the session's items are kept.
+
+Safe mode (``CanchoKernel.safe_mode = True`` in the Jupyter config, or ``CANCHO_SAFE=1`` in the
+kernel's environment) is fixed when the kernel starts: see :mod:`directives` and README.
+
+Nothing outlives the kernel: runs are supervised by the exe launcher or the JIT worker, which
+kill every descendant of a run when it ends and when the kernel goes (the launcher dies with
+the thread that started it, the worker at end of file on its socket). SIGTERM and SIGHUP stop
+the worker and remove the kernel's temporary directories before the kernel dies by the same
+signal; directories a SIGKILLed kernel left are removed when the next kernel starts.
 """
 
 from __future__ import annotations
 
 import fnmatch
+import os
+import signal
 import sys
 import time
 import traceback
+from pathlib import Path
 
 from ipykernel.kernelbase import Kernel
 from ipykernel._version import kernel_protocol_version
+from traitlets import Bool
 
 from .. import __version__
+from ..cli import safe_from_env
+from ..compiler.backends.process import SAFE_CAPS, remove_stale_dirs
 from . import completion, directives
 from . import presentation as P
 from .directives import Settings
@@ -93,14 +108,21 @@ class CanchoKernel(Kernel):
               "items persist, a cell with `main` runs. %help lists the directives.")
     help_links = [{"text": "cancho-kernel", "url": "https://github.com/alpibrusl/cancho"}]
 
+    safe_mode = Bool(False, help="Safe mode for shared (teaching) servers: refuse programs that reach "
+                                 "foreign code, %%c and C flags, paths outside the notebook's directory, "
+                                 "and run limits above the caps. CANCHO_SAFE=1 turns it on too.").tag(config=True)
+
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.cancho_session = Session()
-        self.settings = Settings()
-        self.runner = Runner()
+        safe = bool(self.safe_mode) or safe_from_env()
+        remove_stale_dirs()  # what a kernel killed by SIGKILL left behind
+        self.cancho_session = Session(safe=safe)
+        self.settings = Settings(safe=safe, root=Path.cwd().resolve())
+        self.runner = Runner(caps=SAFE_CAPS if safe else None)
         self.runner.warm_up()
         self._history: list[tuple[int, int, str, str | None]] = []
         self._setup_comms()
+        self._install_exit_cleanup()
 
     @property
     def kernel_info(self):
@@ -211,3 +233,23 @@ class CanchoKernel(Kernel):
         self.runner.close()
         self.cancho_session.programs.close()
         return {"status": "ok", "restart": restart}
+
+    def _install_exit_cleanup(self) -> None:
+        """SIGTERM/SIGHUP: stop the worker (it kills its run and sweeps) and remove the temporary
+        directories, then die by the same signal. Only the main thread may install handlers."""
+        def on_signal(signum: int, frame) -> None:
+            for s in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(s, signal.SIG_IGN)
+            try:
+                self.runner.worker.abandon()
+                self.cancho_session.programs.close()
+                remove_stale_dirs(owner=os.getpid())  # a run's directory still in use
+            finally:
+                signal.signal(signum, signal.SIG_DFL)
+                os.kill(os.getpid(), signum)
+
+        try:
+            for s in (signal.SIGTERM, signal.SIGHUP):
+                signal.signal(s, on_signal)
+        except ValueError:  # not the main thread (an embedding test): nothing to install
+            pass

@@ -21,7 +21,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..compiler.backends.process import RunLimits, RunResult, StdoutTarget, run_executable
+from ..compiler.backends.process import (RunLimits, RunResult, StdoutTarget, owned_temp_prefix,
+                                        run_executable)
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
@@ -68,7 +69,7 @@ class Program:
         argv0 = "main" if self.kind == "cancho" else self.name
         try:
             return run_executable(self.path, argv=[argv0, *args], stdin=stdin, target=target,
-                                  limits=limits, cancel=cancel)
+                                  limits=runner.bounded(limits), cancel=cancel)
         except OSError as e:
             raise RunFailed("environment", f"cannot run {self.label}: {e}") from None
 
@@ -86,7 +87,7 @@ class ProgramStore:
         """A fresh file name in the store's directory (a rebuilt program never overwrites a binary
         an earlier entry may still point at)."""
         if self._tmp is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="cancho-programs-")
+            self._tmp = tempfile.TemporaryDirectory(prefix=owned_temp_prefix("programs"))
         self._serial += 1
         return Path(self._tmp.name) / f"{stem}-{self._serial}{suffix}"
 

@@ -23,7 +23,8 @@ from pathlib import Path
 from ..compiler.backends import exe as exe_backend
 from ..compiler.backends import native
 from ..compiler.backends.jit import JitWorker, JitWorkerDied
-from ..compiler.backends.process import RunLimits, RunResult, StdoutTarget, run_executable
+from ..compiler.backends.process import (LimitCaps, RunLimits, RunResult, StdoutTarget,
+                                        owned_temp_prefix, run_executable)
 
 BACKENDS = ("jit", "exe")
 
@@ -51,9 +52,11 @@ class RunRequest:
 
 
 class Runner:
-    """Owns the JIT worker; runs one program at a time."""
+    """Owns the JIT worker; runs one program at a time. With ``caps`` (safe mode) every run's
+    limits are brought within them, whoever asked for the run (a bench too)."""
 
-    def __init__(self) -> None:
+    def __init__(self, caps: LimitCaps | None = None) -> None:
+        self.caps = caps
         self.worker = JitWorker()
         self._warm_thread: threading.Thread | None = None
         self.worker_start_seconds: float | None = None
@@ -82,11 +85,16 @@ class Runner:
         except Exception:
             pass
 
+    def bounded(self, limits: RunLimits) -> RunLimits:
+        """``limits`` within the caps (unchanged without caps)."""
+        return self.caps.bound(limits) if self.caps is not None else limits
+
     def run_blocking(self, req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
         """Run in the calling thread. Raises :class:`RunFailed`."""
+        req = RunRequest(req.ir, req.backend, req.target, req.stdin, req.args, self.bounded(req.limits))
         try:
             if req.backend == "exe":
-                with tempfile.TemporaryDirectory(prefix="cancho-cell-") as tmp:
+                with tempfile.TemporaryDirectory(prefix=owned_temp_prefix("cell")) as tmp:
                     path = Path(tmp) / "main"
                     t0 = time.perf_counter()
                     exe_backend.build_executable(req.ir, path)

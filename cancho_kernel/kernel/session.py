@@ -108,9 +108,12 @@ class CellOutcome:
 class Session:
     """Items, imports and the default edition of one kernel session."""
 
-    def __init__(self) -> None:
+    def __init__(self, safe: bool = False) -> None:
         from .named import ProgramStore
 
+        # Safe mode: a program that would run (compiled, with a `main`) is refused when it
+        # reaches foreign code (cli.safe_mode_refusals, rule `unsafe-in-safe-mode`).
+        self.safe = safe
         # Named programs and C baselines (%%run --name, %%c) are build products, not items:
         # %reset keeps them.
         self.programs = ProgramStore()
@@ -176,6 +179,12 @@ class Session:
             res = api.compile_files(files, hint=source.path)
             outcome = CellOutcome(source, list(res.diagnostics), ir=res.ir, timings=res.timings,
                                   program=res.program)
+            if self.safe and not outcome.diagnostics and res.program is not None:
+                from ..cli import safe_mode_refusals
+
+                refusals = safe_mode_refusals(res.program)
+                if refusals:
+                    outcome.diagnostics, outcome.ir = refusals, None
         else:
             res = api.check_files(files, hint=source.path)
             outcome = CellOutcome(source, list(res.diagnostics), program=res.program)

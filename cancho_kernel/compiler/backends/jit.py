@@ -187,6 +187,22 @@ class JitWorker:
                     self._proc.wait()
                 self._proc = None
 
+    def abandon(self, grace: float = 2.0) -> None:
+        """Stop the worker without taking the run lock (from a signal handler, while a run may
+        hold it): end of file on its socket makes it kill its run, sweep and exit; SIGKILL if
+        it is still there after ``grace`` seconds."""
+        sock, proc = self._sock, self._proc
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+        if proc is not None:
+            try:
+                proc.wait(timeout=grace)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
     def __enter__(self) -> "JitWorker":
         return self
 

@@ -813,9 +813,10 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def remove_stale_dirs(base: str | None = None) -> list[str]:
+def remove_stale_dirs(base: str | None = None, owner: int | None = None) -> list[str]:
     """Remove this user's cancho temporary directories whose owner process is gone (a process
-    killed by SIGKILL cannot clean up after itself). Returns the removed paths."""
+    killed by SIGKILL cannot clean up after itself), and with ``owner`` those of that process
+    too (its own, when it is about to die). Returns the removed paths."""
     base = base or tempfile.gettempdir()
     pattern = re.compile(r"^cancho-(?:run|test|cell|programs)-(\d+)(?:-.*)?$")
     removed: list[str] = []
@@ -825,7 +826,7 @@ def remove_stale_dirs(base: str | None = None) -> list[str]:
         return removed
     for name in names:
         m = pattern.match(name)
-        if not m or _alive(int(m.group(1))):
+        if not m or (int(m.group(1)) != owner and _alive(int(m.group(1)))):
             continue
         path = os.path.join(base, name)
         try:
