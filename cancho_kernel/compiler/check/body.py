@@ -652,6 +652,8 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         e.info = CallTarget(item.kind, item.name, item, sig, subst)
         self.out.performed |= set(sig.row)
         self.out.callees.append(item)
+        if sig.tparams and item.kind == "fn":
+            self.out.generic_calls.append(e)
         return ret
 
     def call_sig(self, sig: FnSig, e: ast.Call) -> tuple[Type, dict]:

@@ -52,5 +52,8 @@ class CheckedFn:
     events: list = field(default_factory=list)
     performed: set = field(default_factory=set)
     callees: list = field(default_factory=list)  # ItemRefs of called fns/externs
+    # Calls of generic functions (ast.Call, `info` a CallTarget whose subst gives the type
+    # arguments): what `instantiation.py` walks to bound monomorphisation.
+    generic_calls: list = field(default_factory=list)
     folded_operators: int = 0
     folded_calls: int = 0

@@ -19,6 +19,8 @@ from .body import BodyChecker, CheckedFn, Poisoned
 from .flow import check_flow
 from .linearity import check_linearity
 from .signatures import FnSig, fn_signature
+from .instantiation import check_instantiation
+from .typecycles import check_type_cycles
 from .typetable import TypeTable
 from .types import (BOOL, CINT, CPTR, INT, Cap, LabelT, Prim, Ref, Slice)
 
@@ -106,8 +108,11 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
             except Refusal as r:
                 diags.append(r.diagnostic)
                 it.sig = None
+    cycles = check_type_cycles(tt.decls)
+    tt.broken = set(cycles)
+    diags.extend(r.diagnostic for r in cycles.values())
     for it in items:
-        if it.kind in ("struct", "enum") and it.sig is not None:
+        if it.kind in ("struct", "enum") and it.sig is not None and it.key not in tt.broken:
             try:
                 tt.check_decl(it.sig)
             except Refusal as r:
@@ -128,9 +133,18 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
     for it in items:
         if it.kind not in ("fn", "static") or it.sig is None:
             continue
-        d = check_fn(it, modules, prog)
+        try:
+            d = check_fn(it, modules, prog)
+        except RecursionError:
+            d = Diagnostic("internal", f"`{it.name}` nests too deeply for the checker (tens of thousands of levels); "
+                           "split it into smaller expressions or functions", it.decl.name.span)
         if d is not None:
             diags.append(d)
+    if not diags:
+        # Before codegen may monomorphise: refuse endless or explosive instantiation.
+        bad = check_instantiation(prog.fns)
+        if bad is not None:
+            diags.append(bad)
     if not diags:
         # Like the reference, `main`'s shape is judged once everything else has passed.
         diags.extend(check_main(modules, hint, prog))

@@ -29,6 +29,10 @@ class TypeTable:
 
     def __init__(self) -> None:
         self.decls: dict[str, TypeDecl] = dict(PRELUDE_DECLS)
+        # Declarations refused as infinite or non-regular: their mode is taken to be `res`
+        # without expanding them, which would never end.
+        self.broken: set[str] = set()
+        self._res: dict[Type, bool] = {}
 
     def declare(self, item: ItemRef, modules: dict[str, ModuleScope]) -> TypeDecl:
         """Resolve a struct or enum declaration's members (raises Refusal)."""
@@ -81,32 +85,40 @@ class TypeTable:
     def is_enum(self, t: Type) -> bool:
         return isinstance(t, Adt) and t.key in self.decls and self.decls[t.key].kind == "enum"
 
-    def is_res(self, t: Type, _seen: frozenset = frozenset()) -> bool:
-        """res or val, structurally (§3.5)."""
+    def is_res(self, t: Type) -> bool:
+        """res or val, structurally (§3.5); remembered per type, so a chain of n declarations
+        costs n steps, not n² (declarations on a by-value cycle were refused before this runs)."""
+        got = self._res.get(t)
+        if got is not None:
+            return got
+        self._res[t] = False  # a cycle through references only: val, as before
+        result = self._is_res(t)
+        self._res[t] = result
+        return result
+
+    def _is_res(self, t: Type) -> bool:
         if isinstance(t, (Cap, BoxT, Handle)):
             return True
         if isinstance(t, Tuple):
-            return any(self.is_res(p, _seen) for p in t.parts)
+            return any(self.is_res(p) for p in t.parts)
         if isinstance(t, Param):
             return not t.bound_val
         if isinstance(t, Adt):
-            if t.key.startswith("::Split"):
+            if t.key.startswith("::Split") or t.key in self.broken:
                 return True
             td = self.decls.get(t.key)
             if td is None:
                 return True
             if td.mode == "res":
                 return True
-            if t in _seen:
-                return False
-            seen = _seen | {t}
             members = [ft for _, ft in self.fields(t)] if td.kind == "struct" else \
                 [p for _, ps in self.variants(t) for p in ps]
-            return any(self.is_res(m, seen) for m in members)
+            return any(self.is_res(m) for m in members)
         return False
 
     def check_decl(self, td: TypeDecl) -> None:
-        """Declaration-level rules: a `val` aggregate holding res members, infinite types."""
+        """Declaration-level rule: a `val` aggregate holding res members (infinite and
+        non-regular types are `typecycles.py`'s, decided before this runs)."""
         d = td.decl
         if td.mode == "val":
             tuple(p for p in td.tparams)
@@ -115,22 +127,3 @@ class TypeTable:
                 if self.is_res(m) and not isinstance(m, Param):
                     raise Refusal("mode-bound-violated",
                                   f"`{td.name}` is declared `val` but holds `{m}`, which is res", d.name.span)
-        if self._contains(td.key, [ft for _, ft in td.fields] + [p for _, ps in td.variants for p in ps], set()):
-            raise Refusal("infinite-type",
-                          f"`{td.name}` contains itself, so it would have no finite size; put a `Box` on the path back to it", d.name.span)
-
-    def _contains(self, key: str, types: list[Type], seen: set) -> bool:
-        for t in types:
-            if isinstance(t, Adt):
-                if t.key == key:
-                    return True
-                if t.key in seen or t.key not in self.decls:
-                    continue
-                seen.add(t.key)
-                td = self.decls[t.key]
-                if self._contains(key, [ft for _, ft in td.fields] + [p for _, ps in td.variants for p in ps], seen):
-                    return True
-            elif isinstance(t, Tuple):
-                if self._contains(key, list(t.parts), seen):
-                    return True
-        return False
