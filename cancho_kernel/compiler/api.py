@@ -7,8 +7,11 @@ an executable or run it through MCJIT.
 
 from __future__ import annotations
 
+import sys
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable, TypeVar
 
 from .diagnostics import Diagnostic, sort_diagnostics
 from .source import SourceFile
@@ -42,6 +45,84 @@ class CompileResult:
 
 STD_DIR = Path(__file__).resolve().parent.parent / "std"
 
+R = TypeVar("R")
+
+# The passes recurse over the syntax tree, so a program nested 10,000 deep (a sum of 10,000
+# terms, an `else if` chain, parentheses, a chain of structs) needs tens of thousands of Python
+# frames. Every entry point below therefore runs on a thread of its own with a large stack and a
+# raised recursion limit. The limit is what stops a deeper program (as a `RecursionError`, which
+# the passes turn into a diagnostic); the stack is sized so that the limit is always reached
+# before the C stack runs out (CPython 3.11 counts C-level recursion against the same limit, and
+# one counted level takes well under STACK_BYTES / RECURSION_LIMIT bytes of C stack). The stack
+# is reserved address space: only the pages a deep program touches are ever committed.
+RECURSION_LIMIT = 400_000
+STACK_BYTES = 2 << 30  # 2 GiB of address space, ~5 KiB per counted level
+
+
+class _DeepLimit:
+    """Raises the interpreter's recursion limit while at least one compilation runs, and puts
+    the caller's limit back when the last one ends (the limit is process-wide)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._active = 0
+        self._saved = 0
+
+    def __enter__(self) -> None:
+        with self._lock:
+            if self._active == 0:
+                self._saved = sys.getrecursionlimit()
+                sys.setrecursionlimit(max(self._saved, RECURSION_LIMIT))
+            self._active += 1
+
+    def __exit__(self, *exc: object) -> None:
+        with self._lock:
+            self._active -= 1
+            if self._active == 0:
+                sys.setrecursionlimit(self._saved)
+
+
+_DEEP_LIMIT = _DeepLimit()
+_STACK_SIZE_LOCK = threading.Lock()
+
+
+def run_deep(work: Callable[[], R]) -> R:
+    """Run `work` on a fresh thread with a STACK_BYTES stack and the raised recursion limit;
+    return its result or re-raise its exception in the caller. Already on such a thread (a pass
+    calling another entry point), or where no such thread can be made, run it here."""
+    if getattr(threading.current_thread(), "cancho_deep", False):
+        return work()
+    outcome: dict[str, object] = {}
+
+    def body() -> None:
+        try:
+            outcome["value"] = work()
+        except BaseException as e:  # handed to the caller's thread below
+            outcome["error"] = e
+
+    with _DEEP_LIMIT:
+        worker: threading.Thread | None = threading.Thread(target=body, name="cancho-compile", daemon=True)
+        worker.cancho_deep = True  # type: ignore[union-attr]
+        with _STACK_SIZE_LOCK:
+            try:
+                previous = threading.stack_size(STACK_BYTES)
+            except (ValueError, RuntimeError):
+                previous = None
+            try:
+                worker.start()
+            except RuntimeError:  # no room for the stack
+                worker = None
+            finally:
+                if previous is not None:
+                    threading.stack_size(previous)
+        if worker is not None:
+            worker.join()
+    if worker is None:  # compile on this thread, under the caller's own recursion limit
+        return work()
+    if "error" in outcome:
+        raise outcome["error"]  # type: ignore[misc]
+    return outcome["value"]  # type: ignore[return-value]
+
 
 def load_sources(paths: list[str | Path], std: bool = False) -> list[SourceFile]:
     """Read the named files (UTF-8). `std` is accepted for CLI compatibility: std modules are
@@ -54,7 +135,7 @@ def check_sources(sources: list[SourceFile]) -> CheckResult:
     from .check.program import check_program
 
     try:
-        diags, program = check_program(sources)
+        diags, program = run_deep(lambda: check_program(sources))
     except Exception as e:  # our bug, never the user's: report it, never crash the caller
         return CheckResult([internal_error(e, sources)])
     return CheckResult(sort_diagnostics(diags), program if not diags else None)
@@ -70,7 +151,7 @@ def parse_source(source: SourceFile):
     """Parse one file: `(ast.File | None, diagnostics)`; a parse error ends the file."""
     from .parser import parse_file
 
-    return parse_file(source)
+    return run_deep(lambda: parse_file(source))
 
 
 def check_files(files: list, hint: str | None = None) -> CheckResult:
@@ -81,10 +162,13 @@ def check_files(files: list, hint: str | None = None) -> CheckResult:
     """
     from .check.program import add_std_imports, check_parsed
 
-    try:
+    def check() -> tuple[list[Diagnostic], object]:
         diags: list[Diagnostic] = []
-        files = add_std_imports(files, diags)
-        diags, program = check_parsed(files, diags, hint)
+        parsed = add_std_imports(files, diags)
+        return check_parsed(parsed, diags, hint)
+
+    try:
+        diags, program = run_deep(check)
     except Exception as e:
         return CheckResult([internal_error(e, [])])
     return CheckResult(sort_diagnostics(diags), program if not diags else None)
@@ -92,12 +176,12 @@ def check_files(files: list, hint: str | None = None) -> CheckResult:
 
 def compile_sources(sources: list[SourceFile]) -> CompileResult:
     """Check, then lower to LLVM IR text. A failure of our own becomes an `internal` diagnostic."""
-    return _compile(lambda: check_sources(sources), sources)
+    return run_deep(lambda: _compile(lambda: check_sources(sources), sources))
 
 
 def compile_files(files: list, hint: str | None = None) -> CompileResult:
     """`check_files`, then lower to LLVM IR text."""
-    return _compile(lambda: check_files(files, hint), [])
+    return run_deep(lambda: _compile(lambda: check_files(files, hint), []))
 
 
 def _compile(check, sources: list[SourceFile]) -> CompileResult:

@@ -29,15 +29,20 @@ def _parser(source: SourceFile) -> Parser:
 
 def parse_file(source: SourceFile) -> tuple[Optional[ast.File], list[Diagnostic]]:
     """Parse one file; on a lexical or syntax error return no AST and that one diagnostic."""
+    parser: Optional[Parser] = None
     try:
-        return _parser(source).file(), []
+        parser = _parser(source)
+        return parser.file(), []
     except LexError as e:
         return None, [e.diagnostic]
     except ParseError as e:
         return None, [e.diagnostic]
     except RecursionError:
-        # Pathologically deep nesting: report it where the file starts rather than crash.
-        return None, [Diagnostic("internal", "the program nests too deeply for the parser", Span(source, 0, 0))]
+        # Nesting beyond what the compiler's stack allows (api.RECURSION_LIMIT, some tens of
+        # thousands of levels): refused where the parser stood, rather than crashing.
+        at = parser.tok.span if parser is not None else Span(source, 0, 0)
+        return None, [Diagnostic("internal", "the program nests too deeply for the parser (tens of thousands "
+                                 "of levels); split this expression or block", at)]
     except Exception as e:  # a bug of ours: an `internal` refusal, never a crash of the caller
         return None, [Diagnostic("internal", f"the parser failed: {type(e).__name__}: {e}", Span(source, 0, 0))]
 

@@ -11,6 +11,7 @@ from typing import Optional
 
 from .. import ast
 from ..lexer import EOF, IDENT
+from ..source import Span
 from .exprs import ExprParser
 
 
@@ -127,13 +128,23 @@ class StmtParser(ExprParser):
         return ast.Let(name, ty, value, mutable, span=self.span_from(start))
 
     def if_stmt(self) -> ast.If:
-        start = self.expect("if").span
-        cond = self.without_struct_literals(self.expr)
-        then = self.block()
+        """`if c { } else if c { } ... [else { }]`: the chain is read in a loop (an `else if`
+        chain of 10,000 branches is ordinary dispatch code), then nested from the last branch."""
+        heads: list[tuple[Span, ast.Expr, ast.Block]] = []
         else_: Optional[ast.Block | ast.If] = None
-        if self.eat("else"):
-            else_ = self.if_stmt() if self.at("if") else self.block()
-        return ast.If(cond, then, else_, span=self.span_from(start))
+        while True:
+            start = self.expect("if").span
+            cond = self.without_struct_literals(self.expr)
+            heads.append((start, cond, self.block()))
+            if not self.eat("else"):
+                break
+            if not self.at("if"):
+                else_ = self.block()
+                break
+        for start, cond, then in reversed(heads):
+            else_ = ast.If(cond, then, else_, span=self.span_from(start))
+        assert isinstance(else_, ast.If)
+        return else_
 
     def match_stmt(self) -> ast.Match:
         start = self.expect("match").span
