@@ -3,12 +3,20 @@
 It uses the run-time semantics (consteval.py's arithmetic, bounds checks, the 64 KiB arena), so a
 static's value is exactly what the program would compute; a trap or running out of fuel is a
 compile-time refusal (`static-item`), never a run-time fallback (runtime.md §5.4).
+
+The compile-time budget (docs/decisions.md) is per program, shared by all its statics: FUEL steps
+(one per statement, expression and loop iteration) and MAX_BYTES of values, counted as 8 bytes a
+slice element (1 for `byte`) and checked *before* an allocation is made. Exceeding either is
+`static-item` at the static being evaluated, long before the compiler's own memory is at risk.
+Scalar slices are held in `array`s, so the evaluator's memory is what the budget counts.
 """
 
 from __future__ import annotations
 
 import math
 import struct
+import sys
+from array import array
 from dataclasses import dataclass
 
 from .. import ast
@@ -17,21 +25,37 @@ from .body import CallTarget, CheckedFn, Local
 from .consteval import Trap, int_binary, int_neg, wrap
 from .types import BOOL, BYTE, FLOAT, INT, Type
 
-FUEL = 20_000_000
+FUEL = 5_000_000
+MAX_BYTES = 16 << 20  # 16 MiB of slice elements, for all statics together
 ARENA = 65536
+
+# How a scalar slice is stored (machine layout = what codegen emits): typecode by element type.
+TYPECODES = {INT: "q", BOOL: "q", FLOAT: "d", BYTE: "B"}
+
+
+class BudgetExceeded(Exception):
+    """The compile-time budget ran out; `run_static` turns it into a refusal at the static."""
 
 
 @dataclass
 class SliceV:
-    """A slice value: a window onto a Python list."""
+    """A slice value: a window onto a store (a typed array for scalars, else a list)."""
 
-    store: list
+    store: list | array
     start: int
     length: int
     elem: Type
 
-    def items(self) -> list:
+    def items(self) -> list | array:
         return self.store[self.start:self.start + self.length]
+
+
+def new_store(elem: Type, n: int, fill) -> list | array:
+    """n copies of fill: a typed array for scalars (8 bytes an element, 1 for bytes), else a list."""
+    code = TYPECODES.get(elem)
+    if code is None:
+        return [fill] * n
+    return array(code, [int(fill) if elem == BOOL else fill]) * n
 
 
 @dataclass
@@ -48,6 +72,7 @@ class _Return(Exception):
 
 
 def stride(t: Type) -> int:
+    """Bytes an element takes in the emitted data (and in the evaluator's store)."""
     return 1 if t == BYTE else 8
 
 
@@ -58,21 +83,33 @@ class Evaluator:
         self.fns = fns
         self.statics = statics
         self.fuel = FUEL
+        self.bytes = 0
         self.frames: list[dict] = []
         self.arenas: list[list[int]] = []
 
     def tick(self, span) -> None:
         self.fuel -= 1
         if self.fuel <= 0:
-            raise Refusal("static-item", "evaluating this static ran out of fuel (it takes too long to compute)", span)
+            raise BudgetExceeded(f"it needs more than {FUEL:,} evaluation steps (line {span.line})")
+
+    def charge(self, n: int, elem: Type, span) -> None:
+        """Count n new elements against MAX_BYTES before they are made."""
+        self.bytes += n * stride(elem)
+        if self.bytes > MAX_BYTES:
+            raise BudgetExceeded(f"it needs more than {MAX_BYTES >> 20} MiB of values "
+                                 f"(the allocation at line {span.line})")
 
     # ------------------------------------------------------------ entry
 
     def run_static(self, checked: CheckedFn) -> SliceV:
+        name = checked.item.decl.name
         try:
             return self.call_fn(checked, [])
         except Trap as t:
-            raise Refusal("static-item", f"evaluating `{checked.item.name}` traps: {t}", checked.item.decl.name.span)
+            raise Refusal("static-item", f"evaluating `{name.name}` traps: {t}", name.span)
+        except BudgetExceeded as b:
+            raise Refusal("static-item", f"`{name.name}` cannot be computed within the compile-time budget: {b}",
+                          name.span)
 
     def call_fn(self, fn: CheckedFn, args: list):
         frame: dict = {}
@@ -190,7 +227,8 @@ class Evaluator:
         if isinstance(e, ast.FloatLit):
             return struct.unpack("<d", struct.pack("<Q", e.bits))[0]
         if isinstance(e, ast.StrLit):
-            return SliceV(list(e.value), 0, len(e.value), BYTE)
+            self.charge(len(e.value), BYTE, e.span)
+            return SliceV(array("B", e.value), 0, len(e.value), BYTE)
         if isinstance(e, ast.Name):
             if isinstance(e.info, tuple) and e.info[0] == "static":
                 return self.statics[e.info[1].key]
@@ -228,12 +266,13 @@ class Evaluator:
             elem = e.ty.target.elem
             if n < 0:
                 raise Trap(f"`alloc_slice` of {n} elements")
+            self.charge(n, elem, e.span)
             if e.region.name != "static":
                 arena = self.arenas[-1] if self.arenas else [0]
                 arena[0] += n * stride(elem)
                 if arena[0] > ARENA:
                     raise Trap("the 64 KiB arena is exhausted")
-            return SliceV([fill] * n, 0, n, elem)
+            return SliceV(new_store(elem, n, fill), 0, n, elem)
         if isinstance(e, ast.TupleExpr):
             return tuple(self.expr(p, fn) for p in e.parts)
         if isinstance(e, ast.StructLit):
@@ -338,6 +377,9 @@ def _byte_of(n: int) -> int:
 
 def encode(v: SliceV) -> bytes:
     """A static's bytes as emitted: little-endian, stride 1 for byte and 8 otherwise."""
+    items = v.items()
+    if isinstance(items, array) and sys.byteorder == "little":
+        return items.tobytes()
     out = bytearray()
     for x in v.items():
         if v.elem == BYTE:
