@@ -20,7 +20,10 @@ from fractions import Fraction
 from typing import Optional, Union
 
 from .diagnostics import Diagnostic
-from .source import SourceFile, Span
+from .source import SourceFile, Span, not_utf8
+
+BOM = "\ufeff"
+_SURROGATE_RE = re.compile("[\ud800-\udfff]")
 
 IDENT = "IDENT"
 INT = "INT"
@@ -220,10 +223,32 @@ class _Lexer:
             elif ch in ONE_CHAR_OPS:
                 self.push(ch, i, i + 1)
                 i += 1
+            elif ch == BOM and i == 0:
+                raise self.fail("unexpected-character", "the file starts with a byte order mark (U+FEFF), which "
+                                "is not part of the language; save the file as UTF-8 without one", i, i + 1)
+            elif _SURROGATE_RE.match(ch):
+                raise self.fail("unexpected-character", describe_bad_char(ch), i, i + 1)
             else:
                 raise self.fail("unexpected-character", f"unexpected character `{_show_char(ch)}`", i, i + 1)
+        # An undecodable byte the loop skipped over (inside a comment): a file is UTF-8 text.
+        bad = _SURROGATE_RE.search(text)
+        if bad is not None:
+            at = bad.start()
+            raise self.fail("unexpected-character", f"{describe_bad_char(text[at])}; a source file is UTF-8 text",
+                            at, at + 1)
         self.push(EOF, n, n)
         return self.tokens
+
+    def utf8(self, start: int, end: int) -> bytes:
+        """The UTF-8 bytes of text[start:end] inside a string literal; a byte of the file that
+        is not UTF-8 (or a lone surrogate) is refused where it stands, never replaced."""
+        run = self.text[start:end]
+        bad = _SURROGATE_RE.search(run)
+        if bad is not None:
+            at = start + bad.start()
+            raise self.fail("literal-form", f"{describe_bad_char(run[bad.start()])}; a string literal holds UTF-8 "
+                            "text (put other bytes in a slice with `byte_of`)", at, at + 1)
+        return run.encode("utf-8")
 
     def string(self, start: int) -> int:
         """A double-quoted literal: six escapes, no raw newline, bytes as the value."""
@@ -236,14 +261,14 @@ class _Lexer:
                 raise self.fail("literal-form", "unterminated string literal", start, n)
             ch = text[i]
             if ch == '"':
-                out += text[run_start:i].encode("utf-8", errors="surrogatepass")
+                out += self.utf8(run_start, i)
                 i += 1
                 self.push(STR, start, i, bytes(out))
                 return i
             if ch == "\n":
                 raise self.fail("literal-form", "a string literal may not span lines", start, i)
             if ch == "\\":
-                out += text[run_start:i].encode("utf-8", errors="surrogatepass")
+                out += self.utf8(run_start, i)
                 if i + 1 >= n:
                     raise self.fail("literal-form", "unterminated string literal", start, n)
                 esc = text[i + 1]
@@ -370,6 +395,14 @@ class _Lexer:
             value = big_int(clean[2:], 16) if hexa else big_int(clean)
             self.push(INT, start, i, value)
         return i
+
+
+def describe_bad_char(ch: str) -> str:
+    """How a character that is not text is named: the file's byte, or the lone surrogate."""
+    byte = not_utf8(ch)
+    if byte is not None:
+        return f"byte 0x{byte:02x} is not UTF-8"
+    return f"U+{ord(ch):04X} is a lone surrogate, not a character"
 
 
 def _show_char(ch: str) -> str:

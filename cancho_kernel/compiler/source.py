@@ -29,8 +29,11 @@ class SourceFile:
 
     @classmethod
     def from_path(cls, path: str | Path) -> "SourceFile":
+        """Read a file as UTF-8. A byte that is not UTF-8 becomes a lone surrogate
+        (U+DC80 + byte, Python's `surrogateescape`) rather than U+FFFD, so the lexer can refuse
+        it where it stands (`not_utf8`) instead of compiling a replacement character."""
         p = Path(path)
-        return cls(str(path), p.read_bytes().decode("utf-8", errors="replace"))
+        return cls(str(path), p.read_bytes().decode("utf-8", errors="surrogateescape"))
 
     def line_col(self, offset: int) -> tuple[int, int]:
         """1-based line and column (columns count characters) of a character offset."""
@@ -45,7 +48,23 @@ class SourceFile:
             return ""
         start = self._line_starts[idx]
         end = self.text.find("\n", start)
-        return self.text[start:] if end < 0 else self.text[start:end]
+        line = self.text[start:] if end < 0 else self.text[start:end]
+        return printable(line)
+
+
+def not_utf8(ch: str) -> int | None:
+    """The original byte of a character that `from_path` could not decode, else None."""
+    code = ord(ch)
+    return code - 0xDC00 if 0xDC80 <= code <= 0xDCFF else None
+
+
+def printable(text: str) -> str:
+    """text with lone surrogates (undecodable bytes) shown as U+FFFD, so it can be printed."""
+    return text.encode("utf-8", errors="replace").decode("utf-8") if _has_surrogate(text) else text
+
+
+def _has_surrogate(text: str) -> bool:
+    return any(0xD800 <= ord(c) <= 0xDFFF for c in text) if not text.isascii() else False
 
 
 @dataclass(frozen=True, eq=False)
