@@ -254,8 +254,8 @@ def _corpus() -> list[str]:
 
 def _codemirror_tokens(texts: list[str]) -> list[list[tuple[int, int, str | None]]]:
     """Run the extension's tokenizer under node (CommonJS build into the ignored lib/cjs)."""
-    if shutil.which("node") is None or not (LABEXT / "node_modules" / "@codemirror" / "language").is_dir():
-        pytest.skip("needs node and labextension/node_modules (cd labextension && npm ci)")
+    assert shutil.which("node") is not None and (LABEXT / "node_modules" / "@codemirror" / "language").is_dir(), \
+        "this check needs node and labextension/node_modules: cd labextension && npm ci"
     built = LABEXT / "lib" / "cjs" / "cancho.js"
     sources = [*(LABEXT / "src").iterdir(), LABEXT / "tsconfig.json"]
     if not built.exists() or max(p.stat().st_mtime for p in sources) > built.stat().st_mtime:
@@ -267,6 +267,7 @@ def _codemirror_tokens(texts: list[str]) -> list[list[tuple[int, int, str | None
     return json.loads(done.stdout)
 
 
+@pytest.mark.labdev
 def test_codemirror_tokenizer_agrees_with_pygments():
     texts = _corpus()
     assert len(texts) > 50

@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 
 from driver import NB
+from playwright.sync_api import expect
 
 HELLO = """fn main(world: World) -> [] int {
     let Split { io, ffi, fs, heap, args } = split(world);
@@ -124,17 +125,16 @@ def test_tab_completes_and_shift_tab_shows_a_signature(lab, screenshots):
     lab.page.keyboard.insert_text("it(")
     lab.page.keyboard.press("Shift+Tab")
     tip = lab.page.locator(".jp-Tooltip").first
-    tip.wait_for(timeout=20_000)
-    assert "fn split(world: World)" in tip.inner_text()
+    expect(tip).to_contain_text("fn split(world: World)", timeout=20_000)
     lab.page.screenshot(path=str(screenshots / "tooltip-split.png"))
     lab.page.keyboard.press("Escape")
     # a std function through its module
     _type_into(lab, 1, "io.write_all")
     lab.page.keyboard.press("Shift+Tab")
     tip = lab.page.locator(".jp-Tooltip").first
-    tip.wait_for(timeout=20_000)
+    expect(tip).to_contain_text("io.cho", timeout=20_000)  # the tooltip's text arrives after the box
     text = tip.inner_text()
-    assert "write_all" in text and "io_write" in text and "io.cho" in text, text
+    assert "write_all" in text and "io_write" in text, text
     lab.page.screenshot(path=str(screenshots / "tooltip-write-all.png"))
 
 
