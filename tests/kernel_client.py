@@ -19,6 +19,17 @@ HELLO = """fn main(world: World) -> [] int {
 }
 """
 
+# A program that never ends (the stop button's and the timeout's test case).
+LOOP = """fn main(world: World) -> [] int {
+    release(world);
+    var n = 0;
+    while true {
+        n = n + 0;
+    }
+    return n;
+}
+"""
+
 
 def started_kernel():
     """A generator for a module-scoped fixture: (manager, client), shut down afterwards."""

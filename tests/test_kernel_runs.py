@@ -12,6 +12,7 @@ import time
 import uuid
 
 import pytest
+from kernel_client import LOOP
 from kernel_client import Cell as BaseCell, run as run_cell
 
 from cancho_kernel.compiler.backends.process import RunLimits, StdoutTarget
@@ -43,15 +44,6 @@ fn main(world: World) -> [] int {{
 
 HELLO = program('        write_bytes(i, "hello, world\\n");')
 TRAP = program('        write_bytes(i, "before\\n");\n        status = trap();')
-LOOP = """fn main(world: World) -> [] int {
-    release(world);
-    var n = 0;
-    while true {
-        n = n + 0;
-    }
-    return n;
-}
-"""
 FLOOD = """fn main(world: World) -> [] int {
     let Split { io, ffi, fs, heap, args } = split(world);
     release(ffi);

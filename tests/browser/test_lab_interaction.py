@@ -9,29 +9,8 @@ from __future__ import annotations
 import time
 
 from driver import NB
+from kernel_client import HELLO, LOOP
 from playwright.sync_api import expect
-
-HELLO = """fn main(world: World) -> [] int {
-    let Split { io, ffi, fs, heap, args } = split(world);
-    release(ffi);
-    release(fs);
-    release(heap);
-    release(args);
-    borrow mut io as &!i in {
-        write_bytes(i, "hello, world\\n");
-    }
-    release(io);
-    return 0;
-}"""
-
-LOOP = """fn main(world: World) -> [] int {
-    release(world);
-    var n = 0;
-    while true {
-        n = n + 0;
-    }
-    return n;
-}"""
 
 EXPLORE = """%%bench --interactive --arg N=1000:200000:1000 --runs 1 --warmup 0
 fn main(world: World) -> [] int {
