@@ -160,17 +160,23 @@ class JitWorker:
             except ProcessLookupError:
                 pass
 
-    def _discard(self) -> None:
-        """Forget a dead (or about to be killed) worker; reap it."""
+    def _discard(self, grace: float = 2.0) -> None:
+        """Forget a dead or unwanted worker and reap it. End of file on its socket comes first:
+        a worker that is still alive then kills its run and every process the run left (it is
+        their subreaper) and exits; only one that has not done so after ``grace`` seconds is
+        killed, since the orphans of a SIGKILLed worker would escape to init."""
         if self._sock is not None:
             self._sock.close()
             self._sock = None
         if self._proc is not None:
-            self._kill_process()
             try:
-                self._proc.wait(timeout=5)
+                self._proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
-                pass
+                self._kill_process()
+                try:
+                    self._proc.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    pass
             self._proc = None
 
     def close(self) -> None:
