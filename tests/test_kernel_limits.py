@@ -232,6 +232,14 @@ def test_a_cell_memory_limit_limits_the_program(kernel, backend):
     assert fits.status == "ok", fits.outputs
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_the_cpu_limit_stops_a_loop_with_sigxcpu(kernel, backend):
+    loop = ("fn main(world: World) -> [] int {\n    release(world);\n    var n = 0;\n"
+            "    while n >= 0 { n = n + 1; if n > 1000000 { n = 0; } }\n    return n;\n}\n")
+    cell = run(kernel, f"%%run --backend {backend} --cpu 1 --timeout 120 --expect-signal SIGXCPU\n" + loop)
+    assert cell.status == "ok", cell.outputs
+
+
 def test_help_states_the_limits_and_safe_mode(kernel):
     shown = run(kernel, "%help").shown
     assert re.search(r"memory 4 GiB", shown) and "Safe mode is off" in shown

@@ -268,9 +268,10 @@ def test_nothing_outlives_the_kernel(cancho_kernelspec, backend, how):
             km.provisioner.process.wait(timeout=60)
         assert wait_for(lambda: not named(name)), named(name)
         assert wait_for(lambda: not [p for p in started if alive(p)]), started
-        if how != "SIGKILL":  # a SIGKILLed kernel's directories go when the next one starts
-            assert not [n for n in os.listdir(tempfile.gettempdir())
-                        if n.startswith("cancho-") and f"-{pid}-" in n]
+        # the exe binary's directory went when the program started; a SIGKILLed kernel's other
+        # directories (named programs) go when the next kernel starts
+        assert not [n for n in os.listdir(tempfile.gettempdir())
+                    if n.startswith("cancho-") and f"-{pid}-" in n]
     finally:
         kill_all(named(name))
         kc.stop_channels()

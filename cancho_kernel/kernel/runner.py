@@ -94,13 +94,16 @@ class Runner:
         req = RunRequest(req.ir, req.backend, req.target, req.stdin, req.args, self.bounded(req.limits))
         try:
             if req.backend == "exe":
-                with tempfile.TemporaryDirectory(prefix=owned_temp_prefix("cell")) as tmp:
+                # The launcher removes the binary and this directory once the program runs, so
+                # not even a SIGKILLed kernel leaves them; the context removes them otherwise.
+                with tempfile.TemporaryDirectory(prefix=owned_temp_prefix("cell"),
+                                                 ignore_cleanup_errors=True) as tmp:
                     path = Path(tmp) / "main"
                     t0 = time.perf_counter()
                     exe_backend.build_executable(req.ir, path)
                     build = time.perf_counter() - t0
                     result = run_executable(path, argv=req.argv, stdin=req.stdin, target=req.target,
-                                            limits=req.limits, cancel=cancel)
+                                            limits=req.limits, cancel=cancel, remove_after_start=True)
                     result.compile_seconds = build
                     return result
             return self.worker.run(req.ir, argv=req.argv, stdin=req.stdin, target=req.target,
