@@ -37,6 +37,16 @@ def symbol(key: str) -> str:
     return "lexs_" + (module + "." if module else "") + name
 
 
+LOCAL_NAME_MAX = 64
+
+
+def local_name(text: str) -> str:
+    """An LLVM local value name for a binding: at most ``LOCAL_NAME_MAX`` characters. LLVM cuts
+    local names past 1,024 characters, and two cut names then collide when the IR is parsed
+    again; the name is for reading the IR only, llvmlite keeps shortened duplicates apart."""
+    return text[:LOCAL_NAME_MAX]
+
+
 class Unsupported(Exception):
     """A construct the checker accepted but this code generator cannot lower yet."""
 
@@ -198,7 +208,7 @@ class FnLowering(AggregateLowering, BuiltinLowering):
             return None
         s = self.slots.get(loc.uid)
         if s is None:
-            s = self.alloca_builder.alloca(t, name=loc.name)
+            s = self.alloca_builder.alloca(t, name=local_name(loc.name))
             self.slots[loc.uid] = s
         return s
 
@@ -290,8 +300,8 @@ class FnLowering(AggregateLowering, BuiltinLowering):
                 self.b.store(src, slot)
             self.block(s.body)
         elif isinstance(s, ast.RegionStmt):
-            base_slot = self.alloca_builder.alloca(PTR, name=f"arena.{s.name.name}.base")
-            bump_slot = self.alloca_builder.alloca(PTR, name=f"arena.{s.name.name}.bump")
+            base_slot = self.alloca_builder.alloca(PTR, name=local_name(f"arena.{s.name.name}") + ".base")
+            bump_slot = self.alloca_builder.alloca(PTR, name=local_name(f"arena.{s.name.name}") + ".bump")
             base = self.rt.malloc(self.b, ir.Constant(I64, ARENA_BYTES))
             self.trap_if(self.b.icmp_unsigned("==", base, ir.Constant(PTR, None)))
             self.b.store(base, base_slot)
