@@ -147,10 +147,9 @@ class AggregateChecks:
         if isinstance(e, ast.FieldAccess):
             if not self.types.is_struct(agg):
                 self.fail("not-a-struct", f"only a struct has fields; this is `{agg}`", e.base.span)
-            names = [n for n, _ in self.types.fields(agg)]
-            if e.name.name not in names:
+            idx = self.types.field_index(agg, e.name.name)
+            if idx is None:
                 self.fail("unknown-name", f"`{agg}` has no field `{e.name.name}`", e.name.span)
-            idx = names.index(e.name.name)
             return idx, self.types.fields(agg)[idx][1]
         if not isinstance(agg, Tuple):
             self.fail("not-a-tuple", f"only a tuple has components `.{e.index}`; this is `{agg}`", e.base.span)

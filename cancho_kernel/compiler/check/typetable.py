@@ -33,6 +33,11 @@ class TypeTable:
         # without expanding them, which would never end.
         self.broken: set[str] = set()
         self._res: dict[Type, bool] = {}
+        # Member lists substituted for their type arguments, per instantiated type: a field read
+        # looked the whole list up again, so a wide struct's reads cost fields x reads.
+        self._fields: dict[Adt, list[tuple[str, Type]]] = {}
+        self._field_index: dict[Adt, dict[str, int]] = {}
+        self._variants: dict[Adt, list[tuple[str, list[Type]]]] = {}
 
     def declare(self, item: ItemRef, modules: dict[str, ModuleScope]) -> TypeDecl:
         """Resolve a struct or enum declaration's members (raises Refusal)."""
@@ -69,14 +74,27 @@ class TypeTable:
     def fields(self, t: Adt) -> list[tuple[str, Type]]:
         if t.key.startswith("::Split"):
             return split_fields(t)
-        td = self.decls[t.key]
-        s = self._subst(td, t)
-        return [(n, substitute(ft, s)) for n, ft in td.fields]
+        cached = self._fields.get(t)
+        if cached is None:
+            td = self.decls[t.key]
+            s = self._subst(td, t)
+            cached = self._fields[t] = [(n, substitute(ft, s)) for n, ft in td.fields]
+        return cached
+
+    def field_index(self, t: Adt, name: str) -> int | None:
+        """The position of field ``name`` of struct ``t``, or None."""
+        index = self._field_index.get(t)
+        if index is None:
+            index = self._field_index[t] = {n: i for i, (n, _) in enumerate(self.fields(t))}
+        return index.get(name)
 
     def variants(self, t: Adt) -> list[tuple[str, list[Type]]]:
-        td = self.decls[t.key]
-        s = self._subst(td, t)
-        return [(n, [substitute(p, s) for p in ps]) for n, ps in td.variants]
+        cached = self._variants.get(t)
+        if cached is None:
+            td = self.decls[t.key]
+            s = self._subst(td, t)
+            cached = self._variants[t] = [(n, [substitute(p, s) for p in ps]) for n, ps in td.variants]
+        return cached
 
     def is_struct(self, t: Type) -> bool:
         return isinstance(t, Adt) and (t.key.startswith("::Split") or
