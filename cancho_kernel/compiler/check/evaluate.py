@@ -106,7 +106,7 @@ class Evaluator:
         try:
             return self.call_fn(checked, [])
         except Trap as t:
-            raise Refusal("static-item", f"evaluating `{name.name}` traps: {t}", name.span)
+            raise Refusal("static-item", f"evaluating `{name.name}` traps: {t.reason}", name.span)
         except BudgetExceeded as b:
             raise Refusal("static-item", f"`{name.name}` cannot be computed within the compile-time budget: {b}",
                           name.span)
