@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, TypeVar
 
-from .diagnostics import Diagnostic, sort_diagnostics
+from .diagnostics import Diagnostic, Rule, sort_diagnostics
 from .source import SourceFile
 
 
@@ -42,8 +42,6 @@ class CompileResult:
     def ok(self) -> bool:
         return self.ir is not None and not self.diagnostics
 
-
-STD_DIR = Path(__file__).resolve().parent.parent / "std"
 
 R = TypeVar("R")
 
@@ -143,7 +141,7 @@ def check_sources(sources: list[SourceFile]) -> CheckResult:
 
 def internal_error(e: BaseException, sources: list[SourceFile]) -> Diagnostic:
     """A compiler failure of ours as rule `internal`, naming the exception (no traceback)."""
-    return Diagnostic("internal", f"the compiler failed: {type(e).__name__}: {e}; this is a bug in cancho-kernel",
+    return Diagnostic(Rule.INTERNAL, f"the compiler failed: {type(e).__name__}: {e}; this is a bug in cancho-kernel",
                       None, file_hint=sources[0].path if sources else None)
 
 
@@ -201,10 +199,3 @@ def _compile(check, sources: list[SourceFile]) -> CompileResult:
     t2 = time.perf_counter()
     return CompileResult(sort_diagnostics(diags), ir if not diags else None, checked.program,
                          {"check": t1 - t0, "lower": t2 - t1})
-
-
-def symbol_name(key: str) -> str:
-    """The LLVM symbol of a cancho function (`module::name` key), e.g. for filtering `%%ir`."""
-    from .codegen.lower import symbol
-
-    return symbol(key)

@@ -1,6 +1,7 @@
 """Diagnostics: the one way every pass reports a refusal.
 
-A refusal carries a stable rule tag (the reference's 58 tags), a message that says what to change,
+A refusal carries a stable rule tag (`Rule`: the reference's catalogue, less `thread-payload-type`,
+which this implementation cannot reach; docs/decisions.md), a message that says what to change,
 a fixed one-sentence explanation per rule, and a span (or none, for program-level refusals).
 
 The command line's text form ends the headline with the rule tag, the way `cc` ends a warning
@@ -12,80 +13,148 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from enum import StrEnum
 
 from .source import Span
 
+
+class Rule(StrEnum):
+    """The rule a refusal enforces. The value is the stable tag printed by `check`, JSON output and
+    `%%refused`; `explanation` is the one fixed sentence shown with every refusal of the rule."""
+
+    AMBIGUOUS_TYPE = "ambiguous-type"
+    ARITY_MISMATCH = "arity-mismatch"
+    ASSIGN_TO_IMMUTABLE = "assign-to-immutable"
+    BORROW_CONFLICT = "borrow-conflict"
+    BUILTIN_REDECLARED = "builtin-redeclared"
+    CAPABILITY_MISUSED = "capability-misused"
+    CAPABILITY_NOT_NARROWABLE = "capability-not-narrowable"
+    CONSTANT_TRAPS = "constant-traps"
+    DUPLICATE_DECLARATION = "duplicate-declaration"
+    EFFECT_DECLARED_NOT_PERFORMED = "effect-declared-not-performed"
+    EFFECT_NOT_DECLARED = "effect-not-declared"
+    ENUM_HAS_NO_VARIANTS = "enum-has-no-variants"
+    FIELD_ORDER = "field-order"
+    FOREIGN_BOUNDARY_TYPE = "foreign-boundary-type"
+    FOREIGN_DECLARATION = "foreign-declaration"
+    FOREIGN_SCOPE = "foreign-scope"
+    INFINITE_TYPE = "infinite-type"
+    INTERNAL = "internal"
+    LINEAR_USE_AFTER_MOVE = "linear-use-after-move"
+    LINEAR_VALUE_TAKEN_APART = "linear-value-taken-apart"
+    LINEAR_VALUE_UNCONSUMED = "linear-value-unconsumed"
+    LITERAL_FORM = "literal-form"
+    LITERAL_OUT_OF_RANGE = "literal-out-of-range"
+    MATCH_ARM_UNREACHABLE = "match-arm-unreachable"
+    MATCH_NOT_EXHAUSTIVE = "match-not-exhaustive"
+    MATCH_ON_A_NON_ENUM = "match-on-a-non-enum"
+    MISSING_FIELD = "missing-field"
+    MISSING_RETURN = "missing-return"
+    MODE_BOUND_VIOLATED = "mode-bound-violated"
+    MODULE_NOT_IMPORTED = "module-not-imported"
+    NO_FUNCTION_VALUES = "no-function-values"
+    NOT_A_FUNCTION = "not-a-function"
+    NOT_A_PLACE = "not-a-place"
+    NOT_A_REFERENCE = "not-a-reference"
+    NOT_A_SLICE = "not-a-slice"
+    NOT_A_STRUCT = "not-a-struct"
+    NOT_A_TUPLE = "not-a-tuple"
+    NOT_AN_ENUM = "not-an-enum"
+    NOT_PUBLIC = "not-public"
+    OPERATOR_TYPE_MISMATCH = "operator-type-mismatch"
+    PATTERN_SHAPE = "pattern-shape"
+    PROGRAM_SHAPE = "program-shape"
+    REFERENCE_ESCAPES_REGION = "reference-escapes-region"
+    REGION_MISMATCH = "region-mismatch"
+    REGION_NOT_IN_SCOPE = "region-not-in-scope"
+    SHARED_REFERENCE_WRITTEN = "shared-reference-written"
+    SIGNAL_NOT_CLAIMABLE = "signal-not-claimable"
+    STATIC_ITEM = "static-item"
+    TYPE_ARGS_NOT_TAKEN = "type-args-not-taken"
+    TYPE_MISMATCH = "type-mismatch"
+    UNEXPECTED_CHARACTER = "unexpected-character"
+    UNKNOWN_EDITION = "unknown-edition"
+    UNKNOWN_ESCAPE = "unknown-escape"
+    UNKNOWN_NAME = "unknown-name"
+    UNREACHABLE_STATEMENT = "unreachable-statement"
+    UNSIZED_TYPE = "unsized-type"
+    UNSUPPORTED_ON_TARGET = "unsupported-on-target"
+
+    @property
+    def explanation(self) -> str:
+        return EXPLANATIONS[self]
+
+
 # One fixed sentence per rule, written for this project.
-EXPLANATIONS: dict[str, str] = {
-    "ambiguous-type": "A generic call's type arguments are inferred from its arguments only, and these do not determine one of them.",
-    "arity-mismatch": "The number of arguments, payloads or bindings differs from what the declaration takes.",
-    "assign-to-immutable": "A `let` binding never changes; declare it with `var` to assign to it.",
-    "borrow-conflict": "A borrowed binding is frozen (shared) or locked (unique) until its borrow block ends.",
-    "builtin-redeclared": "Prelude names visible at a file's edition belong to the language and cannot be declared again.",
-    "capability-misused": "A capability can only be held, lent by borrowing, narrowed or released; it has no literal and cannot be taken apart.",
-    "capability-not-narrowable": "Narrowing takes an owned capability and a literal that strictly extends its scope.",
-    "constant-traps": "Every operand is known at compile time, so this operation can only trap when it runs.",
-    "duplicate-declaration": "A name may be introduced only once in one scope.",
-    "effect-declared-not-performed": "A function's row is exact: a label it declares must be performed by its body.",
-    "effect-not-declared": "A function's row is exact: every label its body performs must be declared or discharged by an owned capability.",
-    "enum-has-no-variants": "An enum needs at least one variant.",
-    "field-order": "Struct literal fields are evaluated in declaration order, so they must be written in that order.",
-    "foreign-boundary-type": "Only int, bool, c_ptr, borrowed capabilities and byte slices cross into C; results are int, bool, c_ptr or c_int.",
-    "foreign-declaration": "A foreign function borrows exactly one Ffi capability, has no type parameters and names a symbol once.",
-    "foreign-scope": "An Ffi scope is a comma-separated list of distinct library names made of letters, digits, `_`, `.`, `+` and `-`.",
-    "infinite-type": "A type may contain itself only through a Box.",
-    "internal": "The compiler itself failed; this is a bug in cancho-kernel, not in the program.",
-    "linear-use-after-move": "A res value was already consumed, so it cannot be used or borrowed again.",
-    "linear-value-taken-apart": "A field cannot be read out of an owned res value; destructure the whole value instead.",
-    "linear-value-unconsumed": "A res value must be consumed exactly once on every path; it cannot be dropped, overwritten or left behind.",
-    "literal-form": "This literal is not written in a form the language accepts.",
-    "literal-out-of-range": "This literal's value does not fit its type.",
-    "match-arm-unreachable": "An arm after a catch-all, or a variant matched twice, can never run.",
-    "match-not-exhaustive": "A match must cover every variant of the enum or end with `_`.",
-    "match-on-a-non-enum": "Only an enum value, or a reference to one, can be matched.",
-    "missing-field": "A struct literal must give every field of the struct.",
-    "missing-return": "Every path through a function must end in `return`.",
-    "mode-bound-violated": "A res type was used where only val (copyable) types are allowed.",
-    "module-not-imported": "A qualifier must name a module imported by this module.",
-    "no-function-values": "Only top-level, non-generic functions written in cancho can be used as values.",
-    "not-a-function": "Only functions, foreign functions, builtins and locals of function type can be called.",
-    "not-a-place": "Only a var binding, a field or element reached through a unique reference, or `*r` can be assigned.",
-    "not-a-reference": "Only a reference can be dereferenced.",
-    "not-a-slice": "Only a slice reference can be indexed or sliced.",
-    "not-a-struct": "Field access, struct literals and struct patterns need a struct.",
-    "not-a-tuple": "Tuple indexing and tuple destructuring need a tuple.",
-    "not-an-enum": "Variant syntax `X::V` needs an enum.",
-    "not-public": "Another module's items are reachable only when declared `pub`.",
-    "operator-type-mismatch": "This operator is not defined for these operand types.",
-    "pattern-shape": "This pattern or tuple shape is not one the language allows.",
-    "program-shape": "A program has exactly one `fn main(world: World) -> [] int`, and `module` comes first in its file.",
-    "reference-escapes-region": "A reference cannot outlive the region (borrow block, arena or region parameter) it points into.",
-    "region-mismatch": "These regions must agree, or this position does not take a region.",
-    "region-not-in-scope": "A region must be a region parameter, an open borrow or arena block, or `static`.",
-    "shared-reference-written": "A shared reference, a string literal, a static or an argument is read-only.",
-    "signal-not-claimable": "This signal cannot be claimed by a program.",
-    "static-item": "A static is a slice of scalars computed at compile time by a body that performs nothing.",
-    "thread-payload-type": "A thread's payload and result must each be one pointer-width value.",
-    "type-args-not-taken": "A type parameter takes no type arguments.",
-    "type-mismatch": "The types disagree.",
-    "unexpected-character": "This character starts no token of the language.",
-    "unknown-edition": "The only editions are 1 through 8.",
-    "unknown-escape": "Only the escapes \\n \\r \\t \\\\ \\0 and \\\" (or \\' in a character literal) exist.",
-    "unknown-name": "This name is not in scope here.",
-    "unreachable-statement": "A statement after one that always leaves the block can never run.",
-    "unsized-type": "A slice `[T]` has no size; it can only be used behind a reference.",
-    "unsupported-on-target": "This feature is not available on the selected target.",
+EXPLANATIONS: dict[Rule, str] = {
+    Rule.AMBIGUOUS_TYPE: "A generic call's type arguments are inferred from its arguments only, and these do not determine one of them.",
+    Rule.ARITY_MISMATCH: "The number of arguments, payloads or bindings differs from what the declaration takes.",
+    Rule.ASSIGN_TO_IMMUTABLE: "A `let` binding never changes; declare it with `var` to assign to it.",
+    Rule.BORROW_CONFLICT: "A borrowed binding is frozen (shared) or locked (unique) until its borrow block ends.",
+    Rule.BUILTIN_REDECLARED: "Prelude names visible at a file's edition belong to the language and cannot be declared again.",
+    Rule.CAPABILITY_MISUSED: "A capability can only be held, lent by borrowing, narrowed or released; it has no literal and cannot be taken apart.",
+    Rule.CAPABILITY_NOT_NARROWABLE: "Narrowing takes an owned capability and a literal that strictly extends its scope.",
+    Rule.CONSTANT_TRAPS: "Every operand is known at compile time, so this operation can only trap when it runs.",
+    Rule.DUPLICATE_DECLARATION: "A name may be introduced only once in one scope.",
+    Rule.EFFECT_DECLARED_NOT_PERFORMED: "A function's row is exact: a label it declares must be performed by its body.",
+    Rule.EFFECT_NOT_DECLARED: "A function's row is exact: every label its body performs must be declared or discharged by an owned capability.",
+    Rule.ENUM_HAS_NO_VARIANTS: "An enum needs at least one variant.",
+    Rule.FIELD_ORDER: "Struct literal fields are evaluated in declaration order, so they must be written in that order.",
+    Rule.FOREIGN_BOUNDARY_TYPE: "Only int, bool, c_ptr, borrowed capabilities and byte slices cross into C; results are int, bool, c_ptr or c_int.",
+    Rule.FOREIGN_DECLARATION: "A foreign function borrows exactly one Ffi capability, has no type parameters and names a symbol once.",
+    Rule.FOREIGN_SCOPE: "An Ffi scope is a comma-separated list of distinct library names made of letters, digits, `_`, `.`, `+` and `-`.",
+    Rule.INFINITE_TYPE: "A type may contain itself only through a Box.",
+    Rule.INTERNAL: "The compiler itself failed; this is a bug in cancho-kernel, not in the program.",
+    Rule.LINEAR_USE_AFTER_MOVE: "A res value was already consumed, so it cannot be used or borrowed again.",
+    Rule.LINEAR_VALUE_TAKEN_APART: "A field cannot be read out of an owned res value; destructure the whole value instead.",
+    Rule.LINEAR_VALUE_UNCONSUMED: "A res value must be consumed exactly once on every path; it cannot be dropped, overwritten or left behind.",
+    Rule.LITERAL_FORM: "This literal is not written in a form the language accepts.",
+    Rule.LITERAL_OUT_OF_RANGE: "This literal's value does not fit its type.",
+    Rule.MATCH_ARM_UNREACHABLE: "An arm after a catch-all, or a variant matched twice, can never run.",
+    Rule.MATCH_NOT_EXHAUSTIVE: "A match must cover every variant of the enum or end with `_`.",
+    Rule.MATCH_ON_A_NON_ENUM: "Only an enum value, or a reference to one, can be matched.",
+    Rule.MISSING_FIELD: "A struct literal must give every field of the struct.",
+    Rule.MISSING_RETURN: "Every path through a function must end in `return`.",
+    Rule.MODE_BOUND_VIOLATED: "A res type was used where only val (copyable) types are allowed.",
+    Rule.MODULE_NOT_IMPORTED: "A qualifier must name a module imported by this module.",
+    Rule.NO_FUNCTION_VALUES: "Only top-level, non-generic functions written in cancho can be used as values.",
+    Rule.NOT_A_FUNCTION: "Only functions, foreign functions, builtins and locals of function type can be called.",
+    Rule.NOT_A_PLACE: "Only a var binding, a field or element reached through a unique reference, or `*r` can be assigned.",
+    Rule.NOT_A_REFERENCE: "Only a reference can be dereferenced.",
+    Rule.NOT_A_SLICE: "Only a slice reference can be indexed or sliced.",
+    Rule.NOT_A_STRUCT: "Field access, struct literals and struct patterns need a struct.",
+    Rule.NOT_A_TUPLE: "Tuple indexing and tuple destructuring need a tuple.",
+    Rule.NOT_AN_ENUM: "Variant syntax `X::V` needs an enum.",
+    Rule.NOT_PUBLIC: "Another module's items are reachable only when declared `pub`.",
+    Rule.OPERATOR_TYPE_MISMATCH: "This operator is not defined for these operand types.",
+    Rule.PATTERN_SHAPE: "This pattern or tuple shape is not one the language allows.",
+    Rule.PROGRAM_SHAPE: "A program has exactly one `fn main(world: World) -> [] int`, and `module` comes first in its file.",
+    Rule.REFERENCE_ESCAPES_REGION: "A reference cannot outlive the region (borrow block, arena or region parameter) it points into.",
+    Rule.REGION_MISMATCH: "These regions must agree, or this position does not take a region.",
+    Rule.REGION_NOT_IN_SCOPE: "A region must be a region parameter, an open borrow or arena block, or `static`.",
+    Rule.SHARED_REFERENCE_WRITTEN: "A shared reference, a string literal, a static or an argument is read-only.",
+    Rule.SIGNAL_NOT_CLAIMABLE: "Only ALRM, HUP, INT, QUIT, TERM, USR1, USR2 and WINCH can be claimed, named without `SIG`, each once.",
+    Rule.STATIC_ITEM: "A static is a slice of scalars computed at compile time by a body that performs nothing.",
+    Rule.TYPE_ARGS_NOT_TAKEN: "A type parameter takes no type arguments.",
+    Rule.TYPE_MISMATCH: "The types disagree.",
+    Rule.UNEXPECTED_CHARACTER: "This character starts no token of the language.",
+    Rule.UNKNOWN_EDITION: "The only editions are 1 through 8.",
+    Rule.UNKNOWN_ESCAPE: "Only the escapes \\n \\r \\t \\\\ \\0 and \\\" (or \\' in a character literal) exist.",
+    Rule.UNKNOWN_NAME: "This name is not in scope here.",
+    Rule.UNREACHABLE_STATEMENT: "A statement after one that always leaves the block can never run.",
+    Rule.UNSIZED_TYPE: "A slice `[T]` has no size; it can only be used behind a reference.",
+    Rule.UNSUPPORTED_ON_TARGET: "This feature is not available on the selected target: cancho-kernel compiles for its host only and does not implement every builtin of every edition.",
 }
 
-RULES: tuple[str, ...] = tuple(sorted(EXPLANATIONS))
-assert len(RULES) == 58
+RULES: tuple[str, ...] = tuple(sorted(r.value for r in Rule))
+assert set(EXPLANATIONS) == set(Rule)
 
 
 @dataclass
 class Diagnostic:
     """A refusal: rule tag, message, location (None for program-level), fixed explanation."""
 
-    rule: str
+    rule: Rule
     message: str
     span: Span | None = None
     explanation: str = field(default="")
@@ -93,8 +162,10 @@ class Diagnostic:
     file_hint: str | None = None
 
     def __post_init__(self) -> None:
-        if self.rule not in EXPLANATIONS:
-            raise ValueError(f"unknown rule tag {self.rule!r}")
+        try:
+            self.rule = Rule(self.rule)  # a caller outside the compiler may still pass the tag's text
+        except ValueError:
+            raise ValueError(f"unknown rule tag {self.rule!r}") from None
         if not self.explanation:
             self.explanation = EXPLANATIONS[self.rule]
 
@@ -128,12 +199,6 @@ class Diagnostic:
             f"{blue}{line} |{reset} {text}\n"
             f"{blue}{gutter} |{reset} {' ' * (col - 1)}{red}{'^' * width}{reset}"
         )
-
-    def to_json_obj(self) -> dict:
-        pos = None
-        if self.span is not None:
-            pos = {"file": self.span.source.path, "line": self.span.line, "column": self.span.column}
-        return {"rule": self.rule, "message": self.message, "explanation": self.explanation, "position": pos}
 
 
 class CompileError(Exception):
@@ -185,6 +250,6 @@ def render_json(diags: list[Diagnostic]) -> str:
 class Refusal(Exception):
     """Raised inside a pass to refuse the declaration being checked with one diagnostic."""
 
-    def __init__(self, rule: str, message: str, span: Span | None):
+    def __init__(self, rule: Rule, message: str, span: Span | None):
         super().__init__(message)
         self.diagnostic = Diagnostic(rule, message, span)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import Optional, Union
 
-from .diagnostics import Diagnostic
+from .diagnostics import Diagnostic, Rule
 from .source import SourceFile, Span, not_utf8
 
 BOM = "\ufeff"
@@ -191,7 +191,7 @@ class _Lexer:
     def span(self, start: int, end: int) -> Span:
         return Span(self.source, start, end)
 
-    def fail(self, rule: str, message: str, start: int, end: int) -> LexError:
+    def fail(self, rule: Rule, message: str, start: int, end: int) -> LexError:
         return LexError(Diagnostic(rule, message, self.span(start, max(end, start))))
 
     def push(self, kind: str, start: int, end: int, value=None) -> None:
@@ -224,17 +224,17 @@ class _Lexer:
                 self.push(ch, i, i + 1)
                 i += 1
             elif ch == BOM and i == 0:
-                raise self.fail("unexpected-character", "the file starts with a byte order mark (U+FEFF), which "
+                raise self.fail(Rule.UNEXPECTED_CHARACTER, "the file starts with a byte order mark (U+FEFF), which "
                                 "is not part of the language; save the file as UTF-8 without one", i, i + 1)
             elif _SURROGATE_RE.match(ch):
-                raise self.fail("unexpected-character", describe_bad_char(ch), i, i + 1)
+                raise self.fail(Rule.UNEXPECTED_CHARACTER, describe_bad_char(ch), i, i + 1)
             else:
-                raise self.fail("unexpected-character", f"unexpected character `{_show_char(ch)}`", i, i + 1)
+                raise self.fail(Rule.UNEXPECTED_CHARACTER, f"unexpected character `{_show_char(ch)}`", i, i + 1)
         # An undecodable byte the loop skipped over (inside a comment): a file is UTF-8 text.
         bad = _SURROGATE_RE.search(text)
         if bad is not None:
             at = bad.start()
-            raise self.fail("unexpected-character", f"{describe_bad_char(text[at])}; a source file is UTF-8 text",
+            raise self.fail(Rule.UNEXPECTED_CHARACTER, f"{describe_bad_char(text[at])}; a source file is UTF-8 text",
                             at, at + 1)
         self.push(EOF, n, n)
         return self.tokens
@@ -246,7 +246,7 @@ class _Lexer:
         bad = _SURROGATE_RE.search(run)
         if bad is not None:
             at = start + bad.start()
-            raise self.fail("literal-form", f"{describe_bad_char(run[bad.start()])}; a string literal holds UTF-8 "
+            raise self.fail(Rule.LITERAL_FORM, f"{describe_bad_char(run[bad.start()])}; a string literal holds UTF-8 "
                             "text (put other bytes in a slice with `byte_of`)", at, at + 1)
         return run.encode("utf-8")
 
@@ -258,7 +258,7 @@ class _Lexer:
         run_start = i
         while True:
             if i >= n:
-                raise self.fail("literal-form", "unterminated string literal", start, n)
+                raise self.fail(Rule.LITERAL_FORM, "unterminated string literal", start, n)
             ch = text[i]
             if ch == '"':
                 out += self.utf8(run_start, i)
@@ -266,15 +266,15 @@ class _Lexer:
                 self.push(STR, start, i, bytes(out))
                 return i
             if ch == "\n":
-                raise self.fail("literal-form", "a string literal may not span lines", start, i)
+                raise self.fail(Rule.LITERAL_FORM, "a string literal may not span lines", start, i)
             if ch == "\\":
                 out += self.utf8(run_start, i)
                 if i + 1 >= n:
-                    raise self.fail("literal-form", "unterminated string literal", start, n)
+                    raise self.fail(Rule.LITERAL_FORM, "unterminated string literal", start, n)
                 esc = text[i + 1]
                 if esc not in STRING_ESCAPES:
                     raise self.fail(
-                        "unknown-escape",
+                        Rule.UNKNOWN_ESCAPE,
                         f"`\\{_show_char(esc)}` is not an escape; a string literal takes "
                         "`\\n`, `\\r`, `\\t`, `\\\\`, `\\\"` and `\\0`",
                         i,
@@ -291,21 +291,21 @@ class _Lexer:
         text, n = self.text, self.n
         j = start + 1
         if j >= n:
-            raise self.fail("literal-form", "unterminated character literal", start, n)
+            raise self.fail(Rule.LITERAL_FORM, "unterminated character literal", start, n)
         ch = text[j]
         if ch == "'":
             raise self.fail(
-                "literal-form", "a character literal holds exactly one character; `''` holds none", start, j + 1
+                Rule.LITERAL_FORM, "a character literal holds exactly one character; `''` holds none", start, j + 1
             )
         if ch == "\n":
-            raise self.fail("literal-form", "a character literal may not span lines", start, j)
+            raise self.fail(Rule.LITERAL_FORM, "a character literal may not span lines", start, j)
         if ch == "\\":
             if j + 1 >= n:
-                raise self.fail("literal-form", "unterminated character literal", start, n)
+                raise self.fail(Rule.LITERAL_FORM, "unterminated character literal", start, n)
             esc = text[j + 1]
             if esc not in CHAR_ESCAPES:
                 raise self.fail(
-                    "unknown-escape",
+                    Rule.UNKNOWN_ESCAPE,
                     f"`\\{_show_char(esc)}` is not an escape; a character literal takes "
                     "`\\n`, `\\r`, `\\t`, `\\\\`, `\\'` and `\\0`",
                     j,
@@ -318,7 +318,7 @@ class _Lexer:
             j += 1
         else:
             raise self.fail(
-                "literal-form",
+                Rule.LITERAL_FORM,
                 f"`{_show_char(ch)}` is not ASCII, and a character literal is one byte; "
                 "write the code point, or the bytes of its encoding",
                 start,
@@ -332,13 +332,13 @@ class _Lexer:
             scan += 1
         if scan < n and text[scan] == "'":
             raise self.fail(
-                "literal-form",
+                Rule.LITERAL_FORM,
                 "a character literal holds exactly one character; a longer run of text is a string, "
                 'written with `"`',
                 start,
                 scan + 1,
             )
-        raise self.fail("literal-form", "unterminated character literal", start, scan)
+        raise self.fail(Rule.LITERAL_FORM, "unterminated character literal", start, scan)
 
     def number(self, start: int) -> int:
         """A decimal or hex integer, or a float (never right after a `.` token: `t.0.1`)."""
@@ -348,7 +348,7 @@ class _Lexer:
         if hexa:
             i += 2
             if i >= n or text[i] not in _HEX:
-                raise self.fail("literal-form", "`0x` needs at least one hexadecimal digit", start, i)
+                raise self.fail(Rule.LITERAL_FORM, "`0x` needs at least one hexadecimal digit", start, i)
             while i < n and (text[i] in _HEX or text[i] == "_"):
                 i += 1
         else:
@@ -381,14 +381,14 @@ class _Lexer:
                 if is_float
                 else "unexpected character in an integer literal"
             )
-            raise self.fail("unexpected-character", message, i, i + 1)
+            raise self.fail(Rule.UNEXPECTED_CHARACTER, message, i, i + 1)
         spelled = text[start:i]
         if is_float:
             digits = (spelled[:-3] if is_f32 else spelled).replace("_", "")
             bits = float_literal_bits(digits, is_f32)
             if bits is None:
                 kind = "`f32` (IEEE-754 binary32)" if is_f32 else "`float` (IEEE-754 binary64)"
-                raise self.fail("literal-out-of-range", f"floating-point literal does not fit in {kind}", start, i)
+                raise self.fail(Rule.LITERAL_OUT_OF_RANGE, f"floating-point literal does not fit in {kind}", start, i)
             self.push(FLOAT, start, i, (bits, is_f32))
         else:
             clean = spelled.replace("_", "")

@@ -12,7 +12,7 @@ from typing import Optional
 
 from . import ast
 from .check.builtins import builtin_visible, prelude_type_visible
-from .diagnostics import Diagnostic
+from .diagnostics import Diagnostic, Rule
 from .source import SourceFile
 
 STD_DIR = Path(__file__).resolve().parent.parent / "std"
@@ -72,25 +72,25 @@ def build_modules(files: list[ast.File], diags: list[Diagnostic]) -> dict[str, M
                 kind = ITEM_KIND[type(item)]
                 if kind == "extern" and builtin_visible(name, f.edition):
                     diags.append(Diagnostic(
-                        "foreign-declaration",
+                        Rule.FOREIGN_DECLARATION,
                         f"`{name}` is a builtin at edition {f.edition}; a foreign function cannot redeclare it",
                         item.name.span))
                     continue
                 if builtin_visible(name, f.edition) or prelude_type_visible(name, f.edition):
                     diags.append(Diagnostic(
-                        "builtin-redeclared",
+                        Rule.BUILTIN_REDECLARED,
                         f"`{name}` is a builtin at edition {f.edition} and cannot be declared again; choose another name",
                         item.name.span))
                     continue
                 if name in m.items:
                     if "extern" in (kind, m.items[name].kind):
                         diags.append(Diagnostic(
-                            "foreign-declaration",
+                            Rule.FOREIGN_DECLARATION,
                             f"`{name}` is already declared here; a foreign function's name is its linker symbol, "
                             "so it cannot share it", item.name.span))
                     else:
                         diags.append(Diagnostic(
-                            "duplicate-declaration",
+                            Rule.DUPLICATE_DECLARATION,
                             f"`{name}` is already declared in this module", item.name.span))
                     continue
                 m.items[name] = ItemRef(kind, name, item, m.name, f)
@@ -101,7 +101,7 @@ def build_modules(files: list[ast.File], diags: list[Diagnostic]) -> dict[str, M
                 target = imp.dotted
                 if target not in modules:
                     diags.append(Diagnostic(
-                        "module-not-imported",
+                        Rule.MODULE_NOT_IMPORTED,
                         f"no module `{target}` in this program", imp.span))
                     continue
                 if target == "":
@@ -109,7 +109,7 @@ def build_modules(files: list[ast.File], diags: list[Diagnostic]) -> dict[str, M
                 prev = m.imports.get(q)
                 if prev is not None and prev != target:
                     diags.append(Diagnostic(
-                        "duplicate-declaration",
+                        Rule.DUPLICATE_DECLARATION,
                         f"the qualifier `{q}` is already bound to `{prev}`; use `import {target} as NAME`",
                         imp.span))
                     continue

@@ -13,6 +13,7 @@ from .. import ast
 from ..resolve import ItemRef
 from . import builtins as B
 from . import linearity as L
+from ..diagnostics import Rule
 from .signatures import TypeDecl
 from .typetable import PRELUDE_DECLS
 from .types import Adt, Ref, Tuple, Type, Var, substitute
@@ -35,14 +36,14 @@ class AggregateChecks:
         else:
             target = self.module.imports.get(qualifier.name)
             if target is None:
-                self.fail("module-not-imported", f"`{qualifier.name}` is not an imported module here", qualifier.span)
+                self.fail(Rule.MODULE_NOT_IMPORTED, f"`{qualifier.name}` is not an imported module here", qualifier.span)
             item = self.modules[target].items.get(name.name)
             if item is not None and not item.decl.pub and target != self.item.module:
-                self.fail("not-public", f"`{name.name}` is private to module `{target}`; mark it `pub` there", name.span)
+                self.fail(Rule.NOT_PUBLIC, f"`{name.name}` is private to module `{target}`; mark it `pub` there", name.span)
         if item is None:
-            self.fail("unknown-name", f"no type `{name.name}` in scope", name.span)
+            self.fail(Rule.UNKNOWN_NAME, f"no type `{name.name}` in scope", name.span)
         if item.kind not in ("struct", "enum"):
-            self.fail("not-a-struct", f"`{name.name}` is a {item.kind}, not a type", name.span)
+            self.fail(Rule.NOT_A_STRUCT, f"`{name.name}` is a {item.kind}, not a type", name.span)
         if item.sig is None:
             raise Poisoned()
         return item.key, item.sig
@@ -51,11 +52,11 @@ class AggregateChecks:
         """The name written in a pattern must be the scrutinee's / value's own type."""
         if isinstance(t, Adt) and t.key.startswith("::Split"):
             if name.name != "Split" or qualifier is not None:
-                self.fail("type-mismatch", f"expected `{name.name}`, found `{t}`", name.span)
+                self.fail(Rule.TYPE_MISMATCH, f"expected `{name.name}`, found `{t}`", name.span)
             return
         key, _ = self.type_item(qualifier, name)
         if not isinstance(t, Adt) or key != t.key:
-            self.fail("type-mismatch", f"expected `{t}`, found `{name.name}`", name.span)
+            self.fail(Rule.TYPE_MISMATCH, f"expected `{t}`, found `{name.name}`", name.span)
 
     def fresh_args(self, td: TypeDecl) -> tuple[dict, tuple]:
         vs = tuple(Var() for _ in td.tparams)
@@ -65,13 +66,13 @@ class AggregateChecks:
 
     def tuple_expr(self, e: ast.TupleExpr) -> Type:
         if len(e.parts) < 2:
-            self.fail("pattern-shape", "a tuple has two components or more", e.span)
+            self.fail(Rule.PATTERN_SHAPE, "a tuple has two components or more", e.span)
         return Tuple(tuple(self.expr(p) for p in e.parts))
 
     def struct_lit(self, e: ast.StructLit) -> Type:
         key, td = self.type_item(e.qualifier, e.name)
         if td.kind != "struct":
-            self.fail("not-a-struct", f"`{td.name}` is an enum; build it with `{td.name}::Variant`", e.name.span)
+            self.fail(Rule.NOT_A_STRUCT, f"`{td.name}` is an enum; build it with `{td.name}::Variant`", e.name.span)
         sub, args = self.fresh_args(td)
         order = {n: i for i, (n, _) in enumerate(td.fields)}
         ftypes = dict(td.fields)
@@ -80,11 +81,11 @@ class AggregateChecks:
         for fi in e.fields:
             n = fi.name.name
             if n not in order:
-                self.fail("unknown-name", f"`{td.name}` has no field `{n}`", fi.name.span)
+                self.fail(Rule.UNKNOWN_NAME, f"`{td.name}` has no field `{n}`", fi.name.span)
             if n in seen:
-                self.fail("duplicate-declaration", f"field `{n}` is given twice", fi.name.span)
+                self.fail(Rule.DUPLICATE_DECLARATION, f"field `{n}` is given twice", fi.name.span)
             if order[n] < last:
-                self.fail("field-order",
+                self.fail(Rule.FIELD_ORDER,
                           f"`{n}` is written after a field declared later; a struct literal's fields are evaluated in "
                           "declaration order, so writing them in another order would hide which expression runs first",
                           fi.name.span)
@@ -94,21 +95,21 @@ class AggregateChecks:
             self.bind(substitute(ftypes[n], sub), t, {}, {}, set(), fi.value.span)
         for n, _ in td.fields:
             if n not in seen:
-                self.fail("missing-field", f"this `{td.name}` literal does not give field `{n}`; give every field",
+                self.fail(Rule.MISSING_FIELD, f"this `{td.name}` literal does not give field `{n}`; give every field",
                           e.span)
         return Adt(key, td.name, args)
 
     def variant_expr(self, e: ast.VariantExpr) -> Type:
         key, td = self.type_item(e.qualifier, e.enum)
         if td.kind != "enum":
-            self.fail("not-an-enum", f"`{td.name}` is a struct, not an enum; `::` names an enum's variant", e.enum.span)
+            self.fail(Rule.NOT_AN_ENUM, f"`{td.name}` is a struct, not an enum; `::` names an enum's variant", e.enum.span)
         variants = dict(td.variants)
         if e.variant.name not in variants:
-            self.fail("unknown-name", f"`{td.name}` has no variant `{e.variant.name}`", e.variant.span)
+            self.fail(Rule.UNKNOWN_NAME, f"`{td.name}` has no variant `{e.variant.name}`", e.variant.span)
         payload = variants[e.variant.name]
         args = e.args or []
         if len(args) != len(payload):
-            self.fail("arity-mismatch",
+            self.fail(Rule.ARITY_MISMATCH,
                       f"`{td.name}::{e.variant.name}` carries {len(payload)} value(s), found {len(args)}", e.span)
         sub, vs = self.fresh_args(td)
         for a, pt in zip(args, payload):
@@ -146,15 +147,15 @@ class AggregateChecks:
         """The position and type of `e`'s member (`.field` of a struct, `.N` of a tuple)."""
         if isinstance(e, ast.FieldAccess):
             if not self.types.is_struct(agg):
-                self.fail("not-a-struct", f"only a struct has fields; this is `{agg}`", e.base.span)
+                self.fail(Rule.NOT_A_STRUCT, f"only a struct has fields; this is `{agg}`", e.base.span)
             idx = self.types.field_index(agg, e.name.name)
             if idx is None:
-                self.fail("unknown-name", f"`{agg}` has no field `{e.name.name}`", e.name.span)
+                self.fail(Rule.UNKNOWN_NAME, f"`{agg}` has no field `{e.name.name}`", e.name.span)
             return idx, self.types.fields(agg)[idx][1]
         if not isinstance(agg, Tuple):
-            self.fail("not-a-tuple", f"only a tuple has components `.{e.index}`; this is `{agg}`", e.base.span)
+            self.fail(Rule.NOT_A_TUPLE, f"only a tuple has components `.{e.index}`; this is `{agg}`", e.base.span)
         if e.index >= len(agg.parts):
-            self.fail("unknown-name", f"`{agg}` has no component `.{e.index}`", e.span)
+            self.fail(Rule.UNKNOWN_NAME, f"`{agg}` has no component `.{e.index}`", e.span)
         return e.index, agg.parts[e.index]
 
     def assign_member(self, target: ast.Expr, vt: Type, vspan) -> None:
@@ -162,17 +163,17 @@ class AggregateChecks:
         base = target.base
         loc = self.lookup_local(base.name) if isinstance(base, ast.Name) else None
         if loc is not None and not isinstance(self.zonk(loc.ty), Ref):
-            self.fail("not-a-place",
+            self.fail(Rule.NOT_A_PLACE,
                       f"`{base.name}` is an owned value; a field can be assigned only through a unique reference `&!`",
                       target.span)
         bt = self.expr(base)
         if not isinstance(bt, Ref):
-            self.fail("not-a-place", "only a field reached through a unique reference can be assigned", target.span)
+            self.fail(Rule.NOT_A_PLACE, "only a field reached through a unique reference can be assigned", target.span)
         if not bt.unique:
-            self.fail("shared-reference-written", f"`{bt}` is a shared reference; writing needs `&!`", target.span)
+            self.fail(Rule.SHARED_REFERENCE_WRITTEN, f"`{bt}` is a shared reference; writing needs `&!`", target.span)
         idx, ft = self.member_of(self.zonk(bt.target), target)
         if self.is_res(ft):
-            self.fail("linear-value-unconsumed",
+            self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
                       f"assigning to this field would discard the res value of type `{ft}` it holds", target.span)
         self.coerce(vt, ft, vspan)
         target.ty = ft
@@ -183,14 +184,14 @@ class AggregateChecks:
     def let_tuple(self, s: ast.LetTuple) -> None:
         t = self.expr(s.value)
         if not isinstance(t, Tuple):
-            self.fail("not-a-tuple", f"`let (..)` takes a tuple apart, but this is `{t}`", s.value.span)
+            self.fail(Rule.NOT_A_TUPLE, f"`let (..)` takes a tuple apart, but this is `{t}`", s.value.span)
         if len(t.parts) != len(s.names):
-            self.fail("arity-mismatch", f"this tuple has {len(t.parts)} components, the pattern names {len(s.names)}",
+            self.fail(Rule.ARITY_MISMATCH, f"this tuple has {len(t.parts)} components, the pattern names {len(s.names)}",
                       s.span)
         seen: set[str] = set()
         for n in s.names:
             if n.name in seen:
-                self.fail("duplicate-declaration", f"`{n.name}` is bound twice in this pattern", n.span)
+                self.fail(Rule.DUPLICATE_DECLARATION, f"`{n.name}` is bound twice in this pattern", n.span)
             seen.add(n.name)
         self.out.bindings[id(s)] = [self.declare(n.name, p, False, n.span, "field") for n, p in zip(s.names, t.parts)]
 
@@ -199,7 +200,7 @@ class AggregateChecks:
         owned = not isinstance(st, Ref)
         et = st if owned else self.zonk(st.target)
         if not self.types.is_enum(et):
-            self.fail("match-on-a-non-enum", f"only an enum, or a reference to one, can be matched; this is `{et}`",
+            self.fail(Rule.MATCH_ON_A_NON_ENUM, f"only an enum, or a reference to one, can be matched; this is `{et}`",
                       s.scrutinee.span)
         variants = dict(self.types.variants(et))
         order = [n for n, _ in self.types.variants(et)]
@@ -209,12 +210,12 @@ class AggregateChecks:
         for arm in s.arms:
             pat = arm.pattern
             if catch_all:
-                self.fail("match-arm-unreachable", "this arm can never run: an earlier `_` arm catches everything",
+                self.fail(Rule.MATCH_ARM_UNREACHABLE, "this arm can never run: an earlier `_` arm catches everything",
                           pat.span)
             if isinstance(pat, ast.WildcardPattern):
                 catch_all = True
                 if len(covered) == len(order):
-                    self.fail("match-arm-unreachable", "this `_` arm can never run: every variant is already matched",
+                    self.fail(Rule.MATCH_ARM_UNREACHABLE, "this `_` arm can never run: every variant is already matched",
                               pat.span)
 
                 def extra(pat=pat):
@@ -225,19 +226,19 @@ class AggregateChecks:
                 self.expect_named(pat.qualifier, pat.enum, et)
                 vname = pat.variant.name
                 if vname not in variants:
-                    self.fail("unknown-name", f"`{et}` has no variant `{vname}`", pat.variant.span)
+                    self.fail(Rule.UNKNOWN_NAME, f"`{et}` has no variant `{vname}`", pat.variant.span)
                 if vname in covered:
-                    self.fail("match-arm-unreachable", f"`{vname}` is already matched by an earlier arm", pat.span)
+                    self.fail(Rule.MATCH_ARM_UNREACHABLE, f"`{vname}` is already matched by an earlier arm", pat.span)
                 covered.add(vname)
                 payload = variants[vname]
                 binds = pat.bindings or []
                 if len(binds) != len(payload):
-                    self.fail("arity-mismatch",
+                    self.fail(Rule.ARITY_MISMATCH,
                               f"`{vname}` carries {len(payload)} value(s), this pattern binds {len(binds)}", pat.span)
                 names = [b.name for b in binds if b is not None]
                 dup = {n for n in names if names.count(n) > 1}
                 if dup:
-                    self.fail("duplicate-declaration", f"`{sorted(dup)[0]}` is bound twice in this pattern", pat.span)
+                    self.fail(Rule.DUPLICATE_DECLARATION, f"`{sorted(dup)[0]}` is bound twice in this pattern", pat.span)
                 locs: list = []
                 self.out.bindings[id(arm)] = locs
 
@@ -253,7 +254,7 @@ class AggregateChecks:
         if not catch_all:
             missing = [n for n in order if n not in covered]
             if missing:
-                self.fail("match-not-exhaustive",
+                self.fail(Rule.MATCH_NOT_EXHAUSTIVE,
                           f"this match does not cover `{missing[0]}`; add an arm for it or a final `_` arm", s.span)
         s_info = {"owned": owned}
         self.out.bindings[id(s)] = s_info

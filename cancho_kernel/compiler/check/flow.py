@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ast
-from ..diagnostics import Diagnostic
+from ..diagnostics import Diagnostic, Rule
 
 
 def leaves(stmt: ast.Stmt) -> bool:
@@ -58,7 +58,7 @@ def unreachable(block: ast.Block) -> Optional[Diagnostic]:
                 return d
         if leaves(s) and i + 1 < len(block.stmts):
             nxt = block.stmts[i + 1]
-            return Diagnostic("unreachable-statement",
+            return Diagnostic(Rule.UNREACHABLE_STATEMENT,
                               "this statement can never run: the one before it always leaves the block (a `return`)",
                               nxt.span)
     return None
@@ -69,7 +69,7 @@ def check_flow(fn) -> Optional[Diagnostic]:
     if d is not None:
         return d
     if not block_leaves(fn.body):
-        return Diagnostic("missing-return",
+        return Diagnostic(Rule.MISSING_RETURN,
                           f"`{fn.name.name}` can reach the end of its body without a `return`; every path must return a value",
                           fn.name.span)
     return None

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .. import ast
-from ..diagnostics import Diagnostic
+from ..diagnostics import Diagnostic, Rule
 from .checked import CallTarget, CheckedFn
 from .limits import MAX_INSTANCES, MAX_TYPE_NODES, tree_size
 from .typecycles import all_types
@@ -64,7 +64,7 @@ def type_arguments(call: ast.Call) -> list[tuple[str, Type]]:
 
 def too_large(call: ast.Call, callee: str, name: str) -> Diagnostic:
     return Diagnostic(
-        "infinite-type",
+        Rule.INFINITE_TYPE,
         f"this call instantiates `{callee}` with `{name}` a type of more than {MAX_TYPE_NODES} parts "
         f"(the compiler's limit on the size of a type argument)", call.span)
 
@@ -85,7 +85,7 @@ def polymorphic_recursion(fns: dict[str, CheckedFn]) -> Optional[Diagnostic]:
             if edge.expanding and reaches(edges, edge.target, source):
                 fname = edge.call.info.name
                 return Diagnostic(
-                    "infinite-type",
+                    Rule.INFINITE_TYPE,
                     f"this call gives `{fname}` the type argument `{edge.argument}`, built from "
                     f"`{source[1]}`, and leads back to it: every instantiation asks for a larger one, so "
                     f"there would be infinitely many (polymorphic recursion)", edge.call.span)
@@ -152,7 +152,7 @@ def instantiation_limits(fns: dict[str, CheckedFn]) -> Optional[Diagnostic]:
                 continue
             if len(seen) >= MAX_INSTANCES:
                 return Diagnostic(
-                    "infinite-type",
+                    Rule.INFINITE_TYPE,
                     f"this call needs one instantiation more than the {MAX_INSTANCES} the compiler makes "
                     f"of generic functions in one program", call.span)
             seen.add(new)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
-from ..diagnostics import Diagnostic
+from ..diagnostics import Diagnostic, Rule
 from ..source import Span
 
 
@@ -114,7 +114,7 @@ class Replay:
         self.type_str = type_str
         self.declared_order: list = []
 
-    def fail(self, rule: str, msg: str, span: Span) -> None:
+    def fail(self, rule: Rule, msg: str, span: Span) -> None:
         raise LinearityError(Diagnostic(rule, msg, span))
 
     def run(self, events: list, st: _State, declared: list) -> bool:
@@ -128,7 +128,7 @@ class Replay:
     def step(self, ev, st: _State, declared: list) -> bool:
         if isinstance(ev, Declare):
             if ev.shadows is not None and st.live.get(ev.shadows) == LIVE:
-                self.fail("linear-value-unconsumed",
+                self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
                           f"`{ev.shadows.name}` still holds a res value; shadowing it here would put that value out of reach",
                           ev.span)
             if self.is_res_type(ev.slot.ty):
@@ -138,12 +138,12 @@ class Replay:
         if isinstance(ev, Freeze):
             s = ev.slot
             if st.live.get(s) == MOVED:
-                self.fail("linear-use-after-move", f"`{s.name}` has already been consumed; there is nothing left to borrow", ev.span)
+                self.fail(Rule.LINEAR_USE_AFTER_MOVE, f"`{s.name}` has already been consumed; there is nothing left to borrow", ev.span)
             b = st.borrow.get(s)
             if b is not None and b[0] == "locked":
-                self.fail("borrow-conflict", f"`{s.name}` is already borrowed uniquely here", ev.span)
+                self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is already borrowed uniquely here", ev.span)
             if b is not None and ev.unique:
-                self.fail("borrow-conflict", f"`{s.name}` is borrowed (shared) here, so it cannot be borrowed uniquely", ev.span)
+                self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is borrowed (shared) here, so it cannot be borrowed uniquely", ev.span)
             if ev.unique:
                 st.borrow[s] = ("locked",)
             else:
@@ -160,41 +160,41 @@ class Replay:
             s = ev.slot
             b = st.borrow.get(s)
             if b is not None and b[0] == "locked":
-                self.fail("borrow-conflict", f"`{s.name}` is borrowed uniquely here, so it cannot be used until the borrow ends", ev.span)
+                self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is borrowed uniquely here, so it cannot be used until the borrow ends", ev.span)
             state = st.live.get(s)
             if isinstance(ev, Touch) or state is None:
                 return False
             if state == MOVED:
-                self.fail("linear-use-after-move", f"`{s.name}` has already been consumed; a res value is used exactly once", ev.span)
+                self.fail(Rule.LINEAR_USE_AFTER_MOVE, f"`{s.name}` has already been consumed; a res value is used exactly once", ev.span)
             if b is not None:
-                self.fail("borrow-conflict", f"`{s.name}` is borrowed here, so it cannot be moved or consumed", ev.span)
+                self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is borrowed here, so it cannot be moved or consumed", ev.span)
             st.live[s] = MOVED
             return False
         if isinstance(ev, Assign):
             s = ev.slot
             if st.borrow.get(s) is not None:
-                self.fail("borrow-conflict", f"`{s.name}` is borrowed here, so it cannot be assigned", ev.span)
+                self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is borrowed here, so it cannot be assigned", ev.span)
             if st.live.get(s) == LIVE:
-                self.fail("linear-value-unconsumed",
+                self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
                           f"assigning to `{s.name}` would discard the res value it still holds", ev.span)
             if self.is_res_type(s.ty):
                 st.live[s] = LIVE
             return False
         if isinstance(ev, Discard):
             if self.is_res_type(ev.ty):
-                self.fail("linear-value-unconsumed",
+                self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
                           f"this discards a res value of type `{self.type_str(ev.ty)}`; it must be consumed", ev.span)
             return False
         if isinstance(ev, Read):
             if self.is_res_type(ev.ty):
-                self.fail("linear-value-taken-apart",
+                self.fail(Rule.LINEAR_VALUE_TAKEN_APART,
                           f"`{self.type_str(ev.ty)}` is a res value: a field cannot be read out of it; take the whole value apart",
                           ev.span)
             return False
         if isinstance(ev, Return):
             for s in declared:
                 if st.live.get(s) == LIVE:
-                    self.fail("linear-value-unconsumed",
+                    self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
                               f"`{s.name}` (a res value of type `{self.type_str(s.ty)}`) is still live here, where the function returns; consume it first",
                               ev.span)
             return True
@@ -214,7 +214,7 @@ class Replay:
             for other in results[1:]:
                 for slot in set(first.live) | set(other.live):
                     if slot in declared and first.live.get(slot) != other.live.get(slot):
-                        self.fail("linear-value-unconsumed",
+                        self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
                                   f"the branches disagree about `{slot.name}`: one consumes it and another does not", ev.span)
             keep = {k: v for k, v in first.live.items() if k in declared}
             st.live = {**{k: v for k, v in st.live.items() if k in declared}, **keep}
@@ -227,7 +227,7 @@ class Replay:
             if not d:
                 for slot in declared:
                     if before.live.get(slot) != s2.live.get(slot):
-                        self.fail("linear-value-unconsumed",
+                        self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
                                   f"`{slot.name}` is consumed inside this loop, which may run more than once (or not at all)",
                                   ev.span)
             return False
@@ -240,7 +240,7 @@ class Replay:
         if not d:
             for s in inner_declared[n:]:
                 if st.live.get(s) == LIVE:
-                    self.fail("linear-value-unconsumed",
+                    self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
                               f"`{s.name}` (a res value of type `{self.type_str(s.ty)}`) is still live at the end of this block",
                               s.span or ev.span)
         for s in inner_declared[n:]:

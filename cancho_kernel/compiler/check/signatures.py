@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import Optional
 
 from .. import ast
-from ..diagnostics import Refusal
+from ..diagnostics import Refusal, Rule
 from ..resolve import ItemRef, ModuleScope
 from ..source import SourceFile
 from . import builtins as B
@@ -78,7 +78,7 @@ class TypeResolver:
             return STATIC
         r = self.regions.get(ident.name)
         if r is None:
-            raise Refusal("region-not-in-scope",
+            raise Refusal(Rule.REGION_NOT_IN_SCOPE,
                           f"region `{ident.name}` is not in scope; declare it as a region parameter `[&{ident.name}]`",
                           ident.span)
         return r
@@ -87,16 +87,16 @@ class TypeResolver:
         if isinstance(te, ast.RefType):
             reg = self.region(te.region)
             if te.unique and reg is STATIC:
-                raise Refusal("region-mismatch", "`&!static` is not a type: static data is read-only", te.span)
+                raise Refusal(Rule.REGION_MISMATCH, "`&!static` is not a type: static data is read-only", te.span)
             return Ref(reg, te.unique, self.resolve(te.target, sized=False))
         if isinstance(te, ast.SliceType):
             if sized:
-                raise Refusal("unsized-type",
+                raise Refusal(Rule.UNSIZED_TYPE,
                               "a slice `[T]` has no size; use it behind a reference such as `&r [T]`", te.span)
             return Slice(self.resolve(te.elem))
         if isinstance(te, ast.TupleType):
             if len(te.parts) < 2:
-                raise Refusal("pattern-shape", "a tuple has two components or more", te.span)
+                raise Refusal(Rule.PATTERN_SHAPE, "a tuple has two components or more", te.span)
             return Tuple(tuple(self.resolve(p) for p in te.parts))
         if isinstance(te, ast.FnType):
             return FnT(tuple(self.resolve(p) for p in te.params), self.row(te.row), self.resolve(te.ret))
@@ -106,17 +106,17 @@ class TypeResolver:
                 if name == "Ffi" and te.literal != "":
                     check_ffi_scope(te.literal, te.literal_span)
                 return Cap(name, te.literal)
-            raise Refusal("unknown-name", f"unknown capability type `{name}`", te.name.span)
+            raise Refusal(Rule.UNKNOWN_NAME, f"unknown capability type `{name}`", te.name.span)
         if isinstance(te, ast.NamedType):
             return self.named(te)
-        raise Refusal("internal", f"unexpected type form {type(te).__name__}", te.span)
+        raise Refusal(Rule.INTERNAL, f"unexpected type form {type(te).__name__}", te.span)
 
     def named(self, te: ast.NamedType) -> Type:
         name = te.name.name
         if te.qualifier is None:
             if name in self.tparams:
                 if te.args:
-                    raise Refusal("type-args-not-taken", f"type parameter `{name}` takes no type arguments", te.span)
+                    raise Refusal(Rule.TYPE_ARGS_NOT_TAKEN, f"type parameter `{name}` takes no type arguments", te.span)
                 return self.tparams[name]
             if name in SCALARS and B.prelude_type_visible(name, self.edition):
                 self.no_args(te)
@@ -127,36 +127,36 @@ class TypeResolver:
         else:
             target = self.modules[self.module].imports.get(te.qualifier.name)
             if target is None:
-                raise Refusal("module-not-imported",
+                raise Refusal(Rule.MODULE_NOT_IMPORTED,
                               f"`{te.qualifier.name}` is not an imported module here; add `import ...{te.qualifier.name};`",
                               te.qualifier.span)
             item = self.modules[target].items.get(name)
             if item is not None and not item.decl.pub:
-                raise Refusal("not-public", f"`{name}` is private to module `{target}`", te.name.span)
+                raise Refusal(Rule.NOT_PUBLIC, f"`{name}` is private to module `{target}`", te.name.span)
         if item is None or item.kind not in ("struct", "enum"):
-            raise Refusal("unknown-name", f"unknown type `{name}`", te.name.span)
+            raise Refusal(Rule.UNKNOWN_NAME, f"unknown type `{name}`", te.name.span)
         args = tuple(self.resolve(a) for a in te.args)
         decl = item.decl
         n = len(decl.generics.types) if decl.generics else 0
         if len(args) != n:
-            raise Refusal("arity-mismatch", f"`{name}` takes {n} type argument(s), found {len(args)}", te.span)
+            raise Refusal(Rule.ARITY_MISMATCH, f"`{name}` takes {n} type argument(s), found {len(args)}", te.span)
         return Adt(item.key, name, args)
 
     def no_args(self, te: ast.NamedType) -> None:
         if te.args:
-            raise Refusal("type-mismatch", f"`{te.name.name}` takes no type arguments", te.span)
+            raise Refusal(Rule.TYPE_MISMATCH, f"`{te.name.name}` takes no type arguments", te.span)
 
     def prelude(self, te: ast.NamedType) -> Type:
         name = te.name.name
         if name == "Box":
             if len(te.args) != 1:
-                raise Refusal("arity-mismatch", "`Box` takes one type argument", te.span)
+                raise Refusal(Rule.ARITY_MISMATCH, "`Box` takes one type argument", te.span)
             a = te.args[0]
             inner = self.resolve(a, sized=False)
             return BoxT(inner)
         self.no_args(te) if name != "Thread" else None
         if name in B.LITERAL_CAPS:
-            raise Refusal("type-mismatch", f"`{name}` needs its literal, e.g. `{name}(\"\")`", te.span)
+            raise Refusal(Rule.TYPE_MISMATCH, f"`{name}` needs its literal, e.g. `{name}(\"\")`", te.span)
         if name in B.CAPABILITY_KINDS:
             return Cap(name)
         if name == "Split":
@@ -165,14 +165,14 @@ class TypeResolver:
             return Handle(name)
         if name in ("Opened", "Read", "Done"):
             return Adt(f"::{name}", name)
-        raise Refusal("internal", f"prelude type `{name}` is not supported yet by cancho-kernel", te.span)
+        raise Refusal(Rule.UNSUPPORTED_ON_TARGET, f"the prelude type `{name}` is not supported by cancho-kernel", te.span)
 
     def row(self, row: ast.Row) -> frozenset:
         out = set()
         for l in row.labels:
             lab = LabelT(l.name, l.arg)
             if lab in out:
-                raise Refusal("duplicate-declaration", f"label `{lab}` appears twice in this row", l.span)
+                raise Refusal(Rule.DUPLICATE_DECLARATION, f"label `{lab}` appears twice in this row", l.span)
             if l.name == "ffi" and l.arg is not None and l.arg != "":
                 check_ffi_scope(l.arg, l.span)
             out.add(lab)
@@ -182,7 +182,7 @@ class TypeResolver:
 def check_ffi_scope(lit: str, span) -> None:
     names = lit.split(",")
     if any(not FFI_SCOPE.match(n) for n in names) or len(set(names)) != len(names):
-        raise Refusal("foreign-scope",
+        raise Refusal(Rule.FOREIGN_SCOPE,
                       f"`\"{lit}\"` is not a library list: write distinct names of letters, digits, `_ . + -` separated by commas",
                       span)
 
@@ -206,20 +206,20 @@ def generics_env(g: Optional[ast.Generics], owner: str, allow_where: bool = True
     for p in g.params:
         if isinstance(p, ast.RegionParam):
             if p.name == "static":
-                raise Refusal("region-mismatch", "`static` is not a region parameter; it is always in scope", p.span)
+                raise Refusal(Rule.REGION_MISMATCH, "`static` is not a region parameter; it is always in scope", p.span)
             if p.name in regions or p.name in tparams:
-                raise Refusal("duplicate-declaration", f"`{p.name}` is declared twice in this bracket", p.span)
+                raise Refusal(Rule.DUPLICATE_DECLARATION, f"`{p.name}` is declared twice in this bracket", p.span)
             regions[p.name] = Region(p.name, "param")
         else:
             if p.bound == "res":
-                raise Refusal("mode-bound-violated", "there is no `res` bound; an unbounded parameter is already checked as res", p.span)
+                raise Refusal(Rule.MODE_BOUND_VIOLATED, "there is no `res` bound; an unbounded parameter is already checked as res", p.span)
             if p.name in regions or p.name in tparams:
-                raise Refusal("duplicate-declaration", f"`{p.name}` is declared twice in this bracket", p.span)
+                raise Refusal(Rule.DUPLICATE_DECLARATION, f"`{p.name}` is declared twice in this bracket", p.span)
             tparams[p.name] = Param(p.name, owner, p.bound == "val")
     for w in g.where:
         for ident in (w.inner, w.outer):
             if ident.name not in regions:
-                raise Refusal("region-mismatch", f"`where` must relate region parameters; `{ident.name}` is not one", ident.span)
+                raise Refusal(Rule.REGION_MISMATCH, f"`where` must relate region parameters; `{ident.name}` is not one", ident.span)
         where.append((regions[w.inner.name], regions[w.outer.name]))
     return regions, tparams, where
 
@@ -233,14 +233,14 @@ def fn_signature(item: ItemRef, modules: dict[str, ModuleScope]) -> FnSig:
     seen: set[str] = set()
     for p in d.params:
         if p.name.name in seen:
-            raise Refusal("duplicate-declaration", f"parameter `{p.name.name}` is declared twice", p.name.span)
+            raise Refusal(Rule.DUPLICATE_DECLARATION, f"parameter `{p.name.name}` is declared twice", p.name.span)
         seen.add(p.name.name)
         params.append((p.name.name, tr.resolve(p.ty)))
     row = tr.row(d.row)
     ret = tr.resolve(d.ret)
     for r in _regions_of(ret):
         if r is not STATIC and r.kind != "param":
-            raise Refusal("region-not-in-scope", "a return type may only name region parameters or `static`", d.ret.span)
+            raise Refusal(Rule.REGION_NOT_IN_SCOPE, "a return type may only name region parameters or `static`", d.ret.span)
     kind = "extern" if isinstance(d, ast.ExternFn) else "fn"
     if d.pub:
         for (_, t), te in list(zip([p for p in params], [p.ty for p in d.params])) + [((None, ret), d.ret)]:
@@ -258,7 +258,7 @@ def check_public(t: Type, modules: dict[str, ModuleScope], module: str, span) ->
         mod, name = x.key.split("::")
         it = modules[mod].items.get(name) if mod == module and mod in modules else None
         if it is not None and not it.decl.pub:
-            raise Refusal("not-public",
+            raise Refusal(Rule.NOT_PUBLIC,
                           f"this `pub` signature mentions `{name}`, which is private to module "
                           f"`{module or 'root'}`; mark `{name}` `pub` or keep the function private", span)
 

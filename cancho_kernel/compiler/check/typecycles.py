@@ -23,7 +23,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 from typing import Iterator
 
-from ..diagnostics import Refusal
+from ..diagnostics import Refusal, Rule
 from .limits import MAX_INSTANCES, MAX_TYPE_NODES, tree_size
 from .signatures import TypeDecl
 from .types import Adt, Param, Tuple, Type, children, substitute
@@ -55,7 +55,7 @@ def members(td: TypeDecl) -> list[Type]:
 
 def refuse_infinite(td: TypeDecl, message: str) -> Refusal:
     span = td.decl.name.span if td.decl is not None else None
-    return Refusal("infinite-type", message, span)
+    return Refusal(Rule.INFINITE_TYPE, message, span)
 
 
 def non_regular(decls: dict[str, TypeDecl]) -> dict[str, Refusal]:

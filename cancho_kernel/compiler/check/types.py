@@ -216,11 +216,6 @@ def regions_in(t: Type) -> list[Region]:
     return [x.region for x in walk(t) if isinstance(x, Ref)]
 
 
-def mentions_region(t: Type, r: Region) -> bool:
-    """Occurs check used by the escape rule: does region r appear anywhere in t?"""
-    return any(x is r for x in regions_in(t))
-
-
 def map_type(t: Type, leaf, region=lambda r: r) -> Type:
     """Rebuild t bottom-up: `leaf` may replace any type (return None to descend instead) and
     `region` any reference's region. The one traversal behind substitution and zonking."""

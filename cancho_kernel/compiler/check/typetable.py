@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ast
-from ..diagnostics import Refusal
+from ..diagnostics import Refusal, Rule
 from ..resolve import ItemRef, ModuleScope
 from .signatures import TypeDecl, TypeResolver, generics_env, split_fields
 from .types import INT, Adt, BoxT, Cap, Handle, Param, Tuple, Type, substitute
@@ -50,16 +50,16 @@ class TypeTable:
         if isinstance(d, ast.StructDecl):
             for f in d.fields:
                 if f.name.name in seen:
-                    raise Refusal("duplicate-declaration", f"field `{f.name.name}` is declared twice", f.name.span)
+                    raise Refusal(Rule.DUPLICATE_DECLARATION, f"field `{f.name.name}` is declared twice", f.name.span)
                 seen.add(f.name.name)
                 td.fields.append((f.name.name, tr.resolve(f.ty)))
         else:
             if not d.variants:
-                raise Refusal("enum-has-no-variants", f"`{item.name}` has no variants; an enum needs at least one",
+                raise Refusal(Rule.ENUM_HAS_NO_VARIANTS, f"`{item.name}` has no variants; an enum needs at least one",
                               d.name.span)
             for v in d.variants:
                 if v.name.name in seen:
-                    raise Refusal("duplicate-declaration", f"variant `{v.name.name}` is declared twice", v.name.span)
+                    raise Refusal(Rule.DUPLICATE_DECLARATION, f"variant `{v.name.name}` is declared twice", v.name.span)
                 seen.add(v.name.name)
                 td.variants.append((v.name.name, [tr.resolve(t) for t in v.payload]))
         self.decls[item.key] = td
@@ -143,5 +143,5 @@ class TypeTable:
             members = [ft for _, ft in td.fields] + [p for _, ps in td.variants for p in ps]
             for m in members:
                 if self.is_res(m) and not isinstance(m, Param):
-                    raise Refusal("mode-bound-violated",
+                    raise Refusal(Rule.MODE_BOUND_VIOLATED,
                                   f"`{td.name}` is declared `val` but holds `{m}`, which is res", d.name.span)

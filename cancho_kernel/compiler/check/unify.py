@@ -7,6 +7,7 @@ A mixin of `BodyChecker` (body.py); needs `sig`, `subst`, `item`, `fail`, `misma
 
 from __future__ import annotations
 
+from ..diagnostics import Rule
 from ..source import Span
 from .types import (STATIC, Adt, BoxT, FnT, Param, Ref, Region, Slice, Tuple, Type, Var,
                     map_type, regions_in, substitute, walk)
@@ -29,7 +30,7 @@ class TypeRelations:
 
     def solve(self, v: Var, t: Type, span: Span) -> None:
         if self.occurs(v, t):
-            self.fail("type-mismatch", "this type would contain itself", span)
+            self.fail(Rule.TYPE_MISMATCH, "this type would contain itself", span)
         self.subst[v.uid] = t
 
     def occurs(self, v: Var, t: Type) -> bool:
@@ -96,11 +97,11 @@ class TypeRelations:
                 if cur is None:
                     rsub[formal.region.uid] = actual.region
                 elif not self.outlives(actual.region, cur):
-                    self.fail("reference-escapes-region",
+                    self.fail(Rule.REFERENCE_ESCAPES_REGION,
                               f"`{actual}` does not outlive `{cur.name}`, the region this call already chose for `&{formal.region.name}`",
                               span)
             elif not self.outlives(actual.region, formal.region):
-                self.fail("reference-escapes-region",
+                self.fail(Rule.REFERENCE_ESCAPES_REGION,
                           f"`{actual}` does not outlive `{formal.region.name}`", span)
             self.bind(formal.target, actual.target, tsub, rsub, callee_regions, span, top=False)
             return

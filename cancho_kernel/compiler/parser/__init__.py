@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Optional
 
 from .. import ast
-from ..diagnostics import Diagnostic
+from ..diagnostics import Diagnostic, Rule
 from ..lexer import EOF, LexError, tokenize
 from ..source import SourceFile, Span
 from .core import ParseError
@@ -41,10 +41,10 @@ def parse_file(source: SourceFile) -> tuple[Optional[ast.File], list[Diagnostic]
         # Nesting beyond what the compiler's stack allows (api.RECURSION_LIMIT, some tens of
         # thousands of levels): refused where the parser stood, rather than crashing.
         at = parser.tok.span if parser is not None else Span(source, 0, 0)
-        return None, [Diagnostic("internal", "the program nests too deeply for the parser (tens of thousands "
+        return None, [Diagnostic(Rule.INTERNAL, "the program nests too deeply for the parser (tens of thousands "
                                  "of levels); split this expression or block", at)]
     except Exception as e:  # a bug of ours: an `internal` refusal, never a crash of the caller
-        return None, [Diagnostic("internal", f"the parser failed: {type(e).__name__}: {e}", Span(source, 0, 0))]
+        return None, [Diagnostic(Rule.INTERNAL, f"the parser failed: {type(e).__name__}: {e}", Span(source, 0, 0))]
 
 
 def _parse_fragment(text: str, method: str):

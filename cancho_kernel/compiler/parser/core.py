@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import NoReturn, Optional
 
-from ..diagnostics import Diagnostic
+from ..diagnostics import Diagnostic, Rule
 from ..lexer import EOF, IDENT, Token, describe_kind
 from ..source import SourceFile, Span
 from .. import ast
@@ -86,8 +86,8 @@ class Cursor:
 
     # ---- failing
 
-    def fail(self, rule: str, message: str, span: Optional[Span] = None) -> NoReturn:
+    def fail(self, rule: Rule, message: str, span: Optional[Span] = None) -> NoReturn:
         raise ParseError(Diagnostic(rule, message, span if span is not None else self.tok.span))
 
     def fail_expected(self, what: str) -> NoReturn:
-        self.fail("type-mismatch", f"expected {what}, found {self.tok.describe()}")
+        self.fail(Rule.TYPE_MISMATCH, f"expected {what}, found {self.tok.describe()}")

@@ -13,6 +13,7 @@ from typing import Callable, Optional, TypeVar
 
 from .. import ast
 from ..lexer import FLOAT, IDENT, INT, STR
+from ..diagnostics import Rule
 from .types import TypeParser
 
 INT_MAX = 2**63 - 1
@@ -98,7 +99,7 @@ class ExprParser(TypeParser):
                     tok = self.bump()
                     if tok.value >= 2**32:
                         self.fail(
-                            "literal-form", "a tuple component is named by its position, counting from 0", tok.span
+                            Rule.LITERAL_FORM, "a tuple component is named by its position, counting from 0", tok.span
                         )
                     base = ast.TupleIndex(base, tok.value, span=self.span_from(start))
                 else:
@@ -137,7 +138,7 @@ class ExprParser(TypeParser):
     def int_literal(self) -> ast.IntLit:
         t = self.bump()
         if t.value > INT_MAX:
-            self.fail("literal-out-of-range", "integer literal does not fit in `int` (64-bit signed)", t.span)
+            self.fail(Rule.LITERAL_OUT_OF_RANGE, "integer literal does not fit in `int` (64-bit signed)", t.span)
         return ast.IntLit(t.value, span=t.span)
 
     def primary(self) -> ast.Expr:
@@ -177,7 +178,7 @@ class ExprParser(TypeParser):
                 parts.append(self.expr())
             if len(parts) == 1:
                 self.fail(
-                    "pattern-shape",
+                    Rule.PATTERN_SHAPE,
                     "a tuple has two components or more; `(e,)` is not a tuple, write `e`",
                     self.span_from(start),
                 )

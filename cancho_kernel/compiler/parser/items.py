@@ -14,6 +14,7 @@ from typing import Optional, Union
 from .. import ast
 from ..lexer import EOF, IDENT, INT
 from ..source import Span
+from ..diagnostics import Rule
 from .stmts import StmtParser
 
 KNOWN_EDITIONS = range(1, 9)
@@ -28,11 +29,11 @@ class ItemParser(StmtParser):
             keyword = self.bump()
             number = self.tok
             if number.kind != INT:
-                self.fail("unknown-edition", f"expected an edition number, found {number.describe()}")
+                self.fail(Rule.UNKNOWN_EDITION, f"expected an edition number, found {number.describe()}")
             self.bump()
             if number.value not in KNOWN_EDITIONS:
                 self.fail(
-                    "unknown-edition",
+                    Rule.UNKNOWN_EDITION,
                     f"unknown edition {number.text}; the only editions today are 1, 2, 3, 4, 5, 6, 7 and 8",
                     keyword.span.to(number.span),
                 )
@@ -44,9 +45,9 @@ class ItemParser(StmtParser):
             if self.at("module"):
                 keyword = self.bump()
                 if result.module is not None:
-                    self.fail("program-shape", "a file declares at most one module", keyword.span)
+                    self.fail(Rule.PROGRAM_SHAPE, "a file declares at most one module", keyword.span)
                 if seen_item:
-                    self.fail("program-shape", "a `module` declaration is the first item in its file", keyword.span)
+                    self.fail(Rule.PROGRAM_SHAPE, "a `module` declaration is the first item in its file", keyword.span)
                 path = self.path()
                 self.expect(";")
                 result.module = ast.ModuleDecl(path, span=self.span_from(keyword.span))
@@ -88,7 +89,7 @@ class ItemParser(StmtParser):
             name = self.ident()
             generics = self.decl_params()
             if generics is not None and generics.types:
-                self.fail("foreign-declaration", "a foreign function takes no type parameters; C has none to instantiate")
+                self.fail(Rule.FOREIGN_DECLARATION, "a foreign function takes no type parameters; C has none to instantiate")
             params = self.params()
             self.expect("->")
             row = self.row()
@@ -154,10 +155,10 @@ class ItemParser(StmtParser):
         if generics is None:
             return None
         if generics.regions:
-            self.fail("region-mismatch", "a type declaration has no region parameters; only a function can take one")
+            self.fail(Rule.REGION_MISMATCH, "a type declaration has no region parameters; only a function can take one")
         if mode == "val" and any(t.bound is not None for t in generics.types):
             self.fail(
-                "mode-bound-violated",
+                Rule.MODE_BOUND_VIOLATED,
                 "a `val` declaration already bounds its parameters: `val struct X[T]` means `T` is `val`, so the "
                 "bound says nothing new; a `res` or undeclared one is where writing it means something",
             )

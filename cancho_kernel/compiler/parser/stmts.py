@@ -12,6 +12,7 @@ from typing import Optional
 from .. import ast
 from ..lexer import EOF, IDENT
 from ..source import Span
+from ..diagnostics import Rule
 from .exprs import ExprParser
 
 
@@ -76,7 +77,7 @@ class StmtParser(ExprParser):
             while not self.at(")"):
                 if self.at("("):
                     self.fail(
-                        "pattern-shape",
+                        Rule.PATTERN_SHAPE,
                         "a pattern does not nest; bind the inner tuple to a name here and take it apart "
                         "in the next statement",
                     )
@@ -114,7 +115,7 @@ class StmtParser(ExprParser):
         if self.at("(") or (self.at(IDENT) and (self.at("{", 1) or (self.at(".", 1) and self.at(IDENT, 2) and self.at("{", 3)))):
             at = self.tok if self.at("(") else (self.peek(1) if self.at("{", 1) else self.peek(3))
             self.fail(
-                "pattern-shape", "a destructuring binding takes a value apart once; write `let`, not `var`", at.span
+                Rule.PATTERN_SHAPE, "a destructuring binding takes a value apart once; write `let`, not `var`", at.span
             )
         return self.binding_rest(start, mutable=True)
 
@@ -199,7 +200,7 @@ class StmtParser(ExprParser):
         unique = bang is not None
         if unique != mutable:
             self.fail(
-                "pattern-shape",
+                Rule.PATTERN_SHAPE,
                 "`borrow mut` binds a unique reference; write `as &!r`"
                 if mutable
                 else "`as &!r` binds a unique reference; write `borrow mut`",
