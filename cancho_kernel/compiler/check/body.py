@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Callable, Optional
 
 from .. import ast
-from ..diagnostics import Refusal
+from ..diagnostics import Refusal, Rule
 from ..resolve import ItemRef, ModuleScope
 from ..source import Span
 from . import builtins as B
@@ -32,9 +32,6 @@ EQUALITY = {"==", "!="}
 BITS = {"|", "^", "&", "<<", ">>"}
 LOGIC = {"&&", "||"}
 EQ_SCALARS = {INT, BOOL, BYTE, FLOAT, F32, Prim("c_ptr")}
-
-def tstr(t: Type) -> str:
-    return str(t)
 
 
 def arity_message(name: str, want: int, got: int) -> str:
@@ -69,12 +66,12 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
     def is_res(self, t: Type) -> bool:
         return self.types.is_res(self.zonk(t))
 
-    def fail(self, rule: str, msg: str, span: Span):
+    def fail(self, rule: Rule, msg: str, span: Span):
         raise Refusal(rule, msg, span)
 
     def mismatch(self, expected: Type | str, found: Type, span: Span):
         exp = expected if isinstance(expected, str) else f"`{expected}`"
-        self.fail("type-mismatch", f"expected {exp}, found `{found}`", span)
+        self.fail(Rule.TYPE_MISMATCH, f"expected {exp}, found `{found}`", span)
 
     def emit(self, ev) -> None:
         self.ev.append(ev)
@@ -132,12 +129,12 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         for loc in self.all_locals:
             loc.ty = self.zonk(loc.ty)
             if self.has_var(loc.ty):
-                self.fail("ambiguous-type",
+                self.fail(Rule.AMBIGUOUS_TYPE,
                           f"cannot tell the type of `{loc.name}`: write it, e.g. `let {loc.name}: T = ...`", loc.span)
         for e in self.typed:
             e.ty = self.zonk(e.ty)
             if self.has_var(e.ty):
-                self.fail("ambiguous-type", f"cannot tell the full type of this expression (`{e.ty}`)", e.span)
+                self.fail(Rule.AMBIGUOUS_TYPE, f"cannot tell the full type of this expression (`{e.ty}`)", e.span)
             if isinstance(e.info, CallTarget):
                 e.info.subst = {k: self.zonk(v) if isinstance(v, Type) else v for k, v in e.info.subst.items()}
 
@@ -182,7 +179,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                 self.coerce(t, want, s.value.span)
                 t = want
             if t == UNIT:
-                self.fail("type-mismatch", "this expression has no value to bind", s.value.span)
+                self.fail(Rule.TYPE_MISMATCH, "this expression has no value to bind", s.value.span)
             self.out.bindings[id(s)] = self.declare(s.name.name, t, s.mutable, s.name.span,
                                                     "var" if s.mutable else "let")
         elif isinstance(s, ast.LetStruct):
@@ -208,7 +205,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             t = self.expr(s.value)
             for r in regions_in(t):
                 if r.kind in ("borrow", "arena"):
-                    self.fail("reference-escapes-region",
+                    self.fail(Rule.REFERENCE_ESCAPES_REGION,
                               f"this returns `{t}`, a reference into `{r.name}`, which ends before the function returns: "
                               "a reference may not outlive its region",
                               s.value.span)
@@ -222,7 +219,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             self.borrow(s)
         elif isinstance(s, ast.RegionStmt):
             if self.lookup_region(s.name.name) is not None:
-                self.fail("duplicate-declaration", f"region `{s.name.name}` is already in scope", s.name.span)
+                self.fail(Rule.DUPLICATE_DECLARATION, f"region `{s.name.name}` is already in scope", s.name.span)
             reg = Region(s.name.name, "arena", tuple(reversed(self.open_regions)))
             self.out.regions[id(s)] = reg
             self.arenas.append(reg)
@@ -239,21 +236,23 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             evs, _ = self.sub_events(deferred)
             self.defers[-1].append(evs)
         else:
-            self.fail("internal", f"unexpected statement {type(s).__name__}", s.span)
+            self.fail(Rule.INTERNAL, f"unexpected statement {type(s).__name__}", s.span)
 
     def take_apart_refusal(self, t: Type, span: Span):
         """A capability, a box or a handle cannot be destructured; say what ends each."""
         if isinstance(t, BoxT):
-            self.fail("linear-value-taken-apart", f"`{t}` cannot be taken apart: a box is ended by `unbox`", span)
+            self.fail(Rule.LINEAR_VALUE_TAKEN_APART, f"`{t}` cannot be taken apart: a box is ended by `unbox`", span)
         if isinstance(t, Handle):
             ender = {"File": "file_close"}.get(t.name, "its own close")
-            self.fail("linear-value-taken-apart",
+            self.fail(Rule.LINEAR_VALUE_TAKEN_APART,
                       f"`{t}` owns an open descriptor and is ended by `{ender}`; it cannot be taken apart", span)
-        self.fail("capability-misused", f"`{t}` is a capability: it cannot be taken apart, only lent, narrowed or released",
+        self.fail(Rule.CAPABILITY_MISUSED, f"`{t}` is a capability: it cannot be taken apart, only lent, narrowed or released",
                   span)
 
     def unsupported(self, what: str, span: Span):
-        self.fail("internal", f"{what} is not supported yet by cancho-kernel", span)
+        """A construct the language has and this implementation does not: refused where it is
+        written, under its own rule (never `internal`, which is a bug of ours)."""
+        self.fail(Rule.UNSUPPORTED_ON_TARGET, f"{what} is not supported by cancho-kernel", span)
 
     def cond(self, e: ast.Expr) -> None:
         t = self.expr(e)
@@ -276,20 +275,20 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if isinstance(t, Cap) or isinstance(t, Handle) or isinstance(t, BoxT):
             self.take_apart_refusal(t, s.span)
         if not self.types.is_struct(t):
-            self.fail("not-a-struct", f"`let {s.struct.name} {{ .. }}` takes a struct apart, but this is `{t}`", s.value.span)
+            self.fail(Rule.NOT_A_STRUCT, f"`let {s.struct.name} {{ .. }}` takes a struct apart, but this is `{t}`", s.value.span)
         self.expect_named(s.qualifier, s.struct, t)
         fields = self.types.fields(t)
         names = {n for n, _ in fields}
         seen: set[str] = set()
         for f in s.fields:
             if f.name not in names:
-                self.fail("unknown-name", f"`{t}` has no field `{f.name}`", f.span)
+                self.fail(Rule.UNKNOWN_NAME, f"`{t}` has no field `{f.name}`", f.span)
             if f.name in seen:
-                self.fail("duplicate-declaration", f"field `{f.name}` is named twice", f.span)
+                self.fail(Rule.DUPLICATE_DECLARATION, f"field `{f.name}` is named twice", f.span)
             seen.add(f.name)
         missing = [n for n, _ in fields if n not in seen]
         if missing:
-            self.fail("missing-field",
+            self.fail(Rule.MISSING_FIELD,
                       f"destructuring takes the whole value apart: name every field of `{t}`; missing `{missing[0]}`",
                       s.span)
         ftypes = dict(fields)
@@ -303,15 +302,15 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             loc = self.lookup_local(target.name)
             if loc is None:
                 if target.name in self.module.items:
-                    self.fail("not-a-place", f"`{target.name}` is not a variable; only `var` bindings can be assigned", target.span)
-                self.fail("unknown-name", f"`{target.name}` is not in scope", target.span)
+                    self.fail(Rule.NOT_A_PLACE, f"`{target.name}` is not a variable; only `var` bindings can be assigned", target.span)
+                self.fail(Rule.UNKNOWN_NAME, f"`{target.name}` is not in scope", target.span)
             if not loc.mutable:
-                self.fail("assign-to-immutable",
+                self.fail(Rule.ASSIGN_TO_IMMUTABLE,
                           f"`{target.name}` is not a `var`; declare it with `var {target.name} = ...` to assign to it",
                           target.span)
             for r in regions_in(vt):
                 if r.kind in ("borrow", "arena") and r not in loc.open_regions:
-                    self.fail("reference-escapes-region",
+                    self.fail(Rule.REFERENCE_ESCAPES_REGION,
                               f"`{target.name}` outlives region `{r.name}`, so it cannot hold `{vt}`", s.value.span)
             self.coerce(vt, loc.ty, s.value.span)
             target.ty = loc.ty
@@ -321,7 +320,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if isinstance(target, ast.Index):
             bt = self.sliced(target.base, [target.index], "indexed")
             if not bt.unique:
-                self.fail("shared-reference-written",
+                self.fail(Rule.SHARED_REFERENCE_WRITTEN,
                           f"`{bt}` is a shared slice; writing needs a unique reference `&!`", target.span)
             self.coerce(vt, bt.target.elem, s.value.span)
             target.ty = bt.target.elem
@@ -329,29 +328,29 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if isinstance(target, ast.Unary) and target.op == "*":
             rt = self.expr(target.operand)
             if not isinstance(rt, Ref):
-                self.fail("not-a-reference", f"only a reference can be dereferenced; this is `{rt}`", target.operand.span)
+                self.fail(Rule.NOT_A_REFERENCE, f"only a reference can be dereferenced; this is `{rt}`", target.operand.span)
             if not rt.unique:
-                self.fail("shared-reference-written", f"`{rt}` is a shared reference; writing needs `&!`", target.span)
+                self.fail(Rule.SHARED_REFERENCE_WRITTEN, f"`{rt}` is a shared reference; writing needs `&!`", target.span)
             if self.is_res(rt.target):
-                self.fail("linear-value-unconsumed", f"`*r = ..` would overwrite a res value of type `{rt.target}`", target.span)
+                self.fail(Rule.LINEAR_VALUE_UNCONSUMED, f"`*r = ..` would overwrite a res value of type `{rt.target}`", target.span)
             self.coerce(vt, rt.target, s.value.span)
             target.ty = rt.target
             return
         if isinstance(target, (ast.FieldAccess, ast.TupleIndex)):
             self.assign_member(target, vt, s.value.span)
             return
-        self.fail("not-a-place", "only a `var`, `s[i]` through a unique slice, a field through a unique reference, or `*r` can be assigned",
+        self.fail(Rule.NOT_A_PLACE, "only a `var`, `s[i]` through a unique slice, a field through a unique reference, or `*r` can be assigned",
                   target.span)
 
     def borrow(self, s: ast.Borrow) -> None:
         loc = self.lookup_local(s.target.name)
         if loc is None:
-            self.fail("unknown-name", f"`{s.target.name}` is not in scope; `borrow` takes a binding name", s.target.span)
+            self.fail(Rule.UNKNOWN_NAME, f"`{s.target.name}` is not in scope; `borrow` takes a binding name", s.target.span)
         if s.mutable != s.unique:
             want = "borrow mut x as &!r" if s.mutable else "borrow x as &r"
-            self.fail("type-mismatch", f"`mut` and `&!` go together: write `{want}`", s.span)
+            self.fail(Rule.TYPE_MISMATCH, f"`mut` and `&!` go together: write `{want}`", s.span)
         if self.lookup_region(s.region.name) is not None:
-            self.fail("duplicate-declaration", f"region `{s.region.name}` is already in scope", s.region.span)
+            self.fail(Rule.DUPLICATE_DECLARATION, f"region `{s.region.name}` is already in scope", s.region.span)
         if isinstance(loc.ty, Ref):
             pass  # a reference to a reference: legal, if unusual
         reg = Region(s.region.name, "borrow", tuple(reversed(self.open_regions)))
@@ -382,7 +381,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if isinstance(e, ast.FloatLit):
             if e.is_f32:
                 if self.edition < 6:
-                    self.fail("type-mismatch", "`f32` literals need `edition 6;` or later", e.span)
+                    self.fail(Rule.TYPE_MISMATCH, "`f32` literals need `edition 6;` or later", e.span)
                 return F32
             return FLOAT
         if isinstance(e, ast.StrLit):
@@ -406,7 +405,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             if ct != INT:
                 self.mismatch(INT, ct, e.count.span)
             if self.is_res(ft):
-                self.fail("mode-bound-violated", f"an arena holds only val data; `{ft}` is res", e.fill.span)
+                self.fail(Rule.MODE_BOUND_VIOLATED, f"an arena holds only val data; `{ft}` is res", e.fill.span)
             if ft == UNIT:
                 self.mismatch("a value", ft, e.fill.span)
             if isinstance(ft, Ref) and isinstance(ft.target, Slice):
@@ -416,21 +415,21 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             reg = self.arena(e.region)
             vt = self.expr(e.value)
             if self.is_res(vt):
-                self.fail("mode-bound-violated", f"an arena holds only val data; `{vt}` is res", e.value.span)
+                self.fail(Rule.MODE_BOUND_VIOLATED, f"an arena holds only val data; `{vt}` is res", e.value.span)
             return Ref(reg, True, vt)
         if isinstance(e, ast.QualifiedName):
-            self.fail("not-a-function", f"`{e.qualifier.name}.{e.name.name}` can only be called", e.span)
+            self.fail(Rule.NOT_A_FUNCTION, f"`{e.qualifier.name}.{e.name.name}` can only be called", e.span)
         if isinstance(e, ast.TupleExpr):
             return self.tuple_expr(e)
         if isinstance(e, ast.StructLit):
             if e.qualifier is None and e.name.name in B.CAPABILITY_KINDS | B.HANDLE_TYPES | {"Split"}:
-                self.fail("capability-misused", f"`{e.name.name}` has no literal: capabilities come only from `split`", e.span)
+                self.fail(Rule.CAPABILITY_MISUSED, f"`{e.name.name}` has no literal: capabilities come only from `split`", e.span)
             return self.struct_lit(e)
         if isinstance(e, ast.VariantExpr):
             return self.variant_expr(e)
         if isinstance(e, (ast.FieldAccess, ast.TupleIndex)):
             return self.member(e)
-        self.fail("internal", f"unexpected expression {type(e).__name__}", e.span)
+        self.fail(Rule.INTERNAL, f"unexpected expression {type(e).__name__}", e.span)
 
     def sliced(self, base: ast.Expr, positions: list, what: str) -> Ref:
         """Type `base[i]` / `base[lo..hi]`: the base must be a slice reference, positions `int`
@@ -438,7 +437,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         bt = self.expr(base)
         pts = [self.expr(p) for p in positions]
         if not (isinstance(bt, Ref) and isinstance(bt.target, Slice)):
-            self.fail("not-a-slice", f"only a slice can be {what}; this is `{bt}`", base.span)
+            self.fail(Rule.NOT_A_SLICE, f"only a slice can be {what}; this is `{bt}`", base.span)
         for p, pt in zip(positions, pts):
             if pt != INT:
                 self.mismatch(INT, pt, p.span)
@@ -448,7 +447,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if ident.name == "static" and self.sig.kind == "static":
             return STATIC
         if ident.name == "static":
-            self.fail("static-item", "`alloc_slice[static]` and `alloc[static]` are only legal inside a `static` item's body",
+            self.fail(Rule.STATIC_ITEM, "`alloc_slice[static]` and `alloc[static]` are only legal inside a `static` item's body",
                       ident.span)
         for r in reversed(self.arenas):
             if r.name == ident.name:
@@ -456,9 +455,9 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                     return r
         r = self.lookup_region(ident.name)
         if r is None:
-            self.fail("region-not-in-scope", f"region `{ident.name}` is not in scope; open it with `region {ident.name} {{ .. }}`",
+            self.fail(Rule.REGION_NOT_IN_SCOPE, f"region `{ident.name}` is not in scope; open it with `region {ident.name} {{ .. }}`",
                       ident.span)
-        self.fail("region-mismatch", f"`{ident.name}` is not an arena open in this function; only `region {ident.name} {{ .. }}` can be allocated in",
+        self.fail(Rule.REGION_MISMATCH, f"`{ident.name}` is not an arena open in this function; only `region {ident.name} {{ .. }}` can be allocated in",
                   ident.span)
 
     def name(self, e: ast.Name) -> Type:
@@ -473,19 +472,19 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                 if item.sig is None:
                     raise Poisoned()
                 if item.sig.tparams:
-                    self.fail("no-function-values", f"`{e.name}` is generic, so it cannot be a value", e.span)
+                    self.fail(Rule.NO_FUNCTION_VALUES, f"`{e.name}` is generic, so it cannot be a value", e.span)
                 e.info = ("fnvalue", item)
                 self.out.callees.append(item)
                 sig = item.sig
                 return FnT(tuple(t for _, t in sig.params), sig.row, sig.ret)
             if item.kind == "extern":
-                self.fail("no-function-values", f"`{e.name}` is a foreign function, so it cannot be a value", e.span)
+                self.fail(Rule.NO_FUNCTION_VALUES, f"`{e.name}` is a foreign function, so it cannot be a value", e.span)
             if item.kind == "static":
                 return self.static_ref(e, item)
-            self.fail("type-mismatch", f"`{e.name}` is a type, not a value", e.span)
+            self.fail(Rule.TYPE_MISMATCH, f"`{e.name}` is a type, not a value", e.span)
         if B.builtin_visible(e.name, self.edition):
-            self.fail("no-function-values", f"`{e.name}` is a builtin, so it cannot be a value", e.span)
-        self.fail("unknown-name", f"`{e.name}` is not in scope", e.span)
+            self.fail(Rule.NO_FUNCTION_VALUES, f"`{e.name}` is a builtin, so it cannot be a value", e.span)
+        self.fail(Rule.UNKNOWN_NAME, f"`{e.name}` is not in scope", e.span)
 
     def static_ref(self, e: ast.Name, item: ItemRef) -> Type:
         """A static's name is a `&static [T]`. Inside a static, only earlier statics are known."""
@@ -494,7 +493,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if self.sig.kind == "static":
             order = list(self.module.items)
             if item.key == self.item.key or order.index(item.name) > order.index(self.item.name):
-                self.fail("static-item", f"`{item.name}` is declared after `{self.item.name}`; a static reads only earlier statics",
+                self.fail(Rule.STATIC_ITEM, f"`{item.name}` is declared after `{self.item.name}`; a static reads only earlier statics",
                           e.span)
         e.info = ("static", item)
         return item.sig.ret
@@ -503,39 +502,39 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if e.op == "*":
             t = self.expr(e.operand)
             if not isinstance(t, Ref):
-                self.fail("not-a-reference", f"only a reference can be dereferenced; this is `{t}`", e.operand.span)
+                self.fail(Rule.NOT_A_REFERENCE, f"only a reference can be dereferenced; this is `{t}`", e.operand.span)
             if isinstance(t.target, Slice):
-                self.fail("type-mismatch", f"`*` reads one value; `{t}` is a slice, index it instead", e.span)
+                self.fail(Rule.TYPE_MISMATCH, f"`*` reads one value; `{t}` is a slice, index it instead", e.span)
             if self.is_res(t.target):
-                self.fail("linear-value-taken-apart", f"`*` would copy a res value of type `{t.target}`", e.span)
+                self.fail(Rule.LINEAR_VALUE_TAKEN_APART, f"`*` would copy a res value of type `{t.target}`", e.span)
             return t.target
         t = self.expr(e.operand)
         c = self.consts.get(id(e.operand))
         if e.op == "-":
             if t not in (INT, FLOAT, F32):
-                self.fail("operator-type-mismatch", f"unary `-` takes `int`, `float` or `f32`, not `{t}`", e.span)
+                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"unary `-` takes `int`, `float` or `f32`, not `{t}`", e.span)
             if t == INT and c is not None:
                 self.fold(e, lambda: int_neg(c))
             return t
         if e.op == "!":
             if t != BOOL:
-                self.fail("operator-type-mismatch", f"`!` takes `bool`, not `{t}`", e.span)
+                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`!` takes `bool`, not `{t}`", e.span)
             if c is not None:
                 self.consts[id(e)] = not c
             return BOOL
         if e.op == "~":
             if t != INT:
-                self.fail("operator-type-mismatch", f"`~` takes `int`, not `{t}`", e.span)
+                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`~` takes `int`, not `{t}`", e.span)
             if c is not None:
                 self.consts[id(e)] = ~c
             return INT
-        self.fail("internal", f"unknown unary operator {e.op}", e.span)
+        self.fail(Rule.INTERNAL, f"unknown unary operator {e.op}", e.span)
 
     def fold(self, e: ast.Expr, compute: Callable[[], object], call: bool = False) -> None:
         try:
             v = compute()
         except Trap as t:
-            self.fail("constant-traps", str(t), e.span)
+            self.fail(Rule.CONSTANT_TRAPS, str(t), e.span)
         self.consts[id(e)] = v
         if call:
             self.out.folded_calls += 1
@@ -547,10 +546,10 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         lt = self.expr(e.left)
         if op in LOGIC:
             if lt != BOOL:
-                self.fail("operator-type-mismatch", f"`{op}` takes `bool` operands, not `{lt}`", e.left.span)
+                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` takes `bool` operands, not `{lt}`", e.left.span)
             right_events, rt = self.sub_events(lambda: self.expr(e.right))
             if rt != BOOL:
-                self.fail("operator-type-mismatch", f"`{op}` takes `bool` operands, not `{rt}`", e.right.span)
+                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` takes `bool` operands, not `{rt}`", e.right.span)
             self.emit(L.Branch([right_events, []], e.span))
             return BOOL
         rt = self.expr(e.right)
@@ -558,7 +557,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             ok = (INT,) if op == "%" else (INT, FLOAT, F32)
             if lt not in (INT, FLOAT, F32) or rt not in (INT, FLOAT, F32):
                 bad = lt if lt not in (INT, FLOAT, F32) else rt
-                self.fail("operator-type-mismatch", f"`{bad}` has no arithmetic (`int`, `float` and `f32` do)", e.span)
+                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{bad}` has no arithmetic (`int`, `float` and `f32` do)", e.span)
             if lt not in ok:
                 self.mismatch(INT, lt, e.left.span)
             if rt != lt:
@@ -567,24 +566,24 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         elif op in COMPARE:
             if lt not in (INT, FLOAT, F32) or rt not in (INT, FLOAT, F32):
                 bad = lt if lt not in (INT, FLOAT, F32) else rt
-                self.fail("operator-type-mismatch", f"`{op}` orders `int`, `float` and `f32`, not `{bad}`", e.span)
+                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` orders `int`, `float` and `f32`, not `{bad}`", e.span)
             if rt != lt:
                 self.mismatch(lt, rt, e.right.span)
             result = BOOL
         elif op in EQUALITY:
             if lt not in EQ_SCALARS or rt not in EQ_SCALARS:
                 bad = lt if lt not in EQ_SCALARS else rt
-                self.fail("operator-type-mismatch", f"`{op}` compares scalars, not `{bad}`", e.span)
+                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` compares scalars, not `{bad}`", e.span)
             if rt != lt:
                 self.mismatch(lt, rt, e.right.span)
             result = BOOL
         elif op in BITS:
             if lt != INT or rt != INT:
                 bad = lt if lt != INT else rt
-                self.fail("operator-type-mismatch", f"`{op}` is defined for `int` only, not `{bad}`", e.span)
+                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` is defined for `int` only, not `{bad}`", e.span)
             result = INT
         else:
-            self.fail("internal", f"unknown operator {op}", e.span)
+            self.fail(Rule.INTERNAL, f"unknown operator {op}", e.span)
         a, b = self.consts.get(id(e.left)), self.consts.get(id(e.right))
         if a is not None and b is not None and lt in (INT, BOOL):
             if lt == INT:
@@ -603,35 +602,35 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                 ft = self.zonk(loc.ty)
                 if isinstance(ft, FnT):
                     return self.call_value(e, loc, ft)
-                self.fail("not-a-function", f"`{callee.name}` is a local binding, not a function", callee.span)
+                self.fail(Rule.NOT_A_FUNCTION, f"`{callee.name}` is a local binding, not a function", callee.span)
             item = self.module.items.get(callee.name)
             if item is not None:
                 return self.call_item(e, item)
             if B.builtin_visible(callee.name, self.edition):
                 return self.call_builtin(e, callee.name)
-            self.fail("not-a-function", f"`{callee.name}` is not a function in this program", callee.span)
+            self.fail(Rule.NOT_A_FUNCTION, f"`{callee.name}` is not a function in this program", callee.span)
         if isinstance(callee, ast.QualifiedName):
             q = callee.qualifier.name
             target = self.module.imports.get(q)
             if target is None:
-                self.fail("module-not-imported",
+                self.fail(Rule.MODULE_NOT_IMPORTED,
                           f"`{q}` is not an imported module here; add `import ... {q};` (a qualified call never names a local)",
                           callee.qualifier.span)
             item = self.modules[target].items.get(callee.name.name)
             if item is None or item.kind not in ("fn", "extern"):
-                self.fail("not-a-function", f"`{q}.{callee.name.name}` is not a function in module `{target}`", callee.name.span)
+                self.fail(Rule.NOT_A_FUNCTION, f"`{q}.{callee.name.name}` is not a function in module `{target}`", callee.name.span)
             if not item.decl.pub and item.kind != "extern" and target != self.item.module:
-                self.fail("not-public", f"`{callee.name.name}` is private to module `{target}`; mark it `pub` there",
+                self.fail(Rule.NOT_PUBLIC, f"`{callee.name.name}` is private to module `{target}`; mark it `pub` there",
                           callee.name.span)
             return self.call_item(e, item)
         t = self.expr(callee)
-        self.fail("not-a-function", f"a value of type `{t}` cannot be called", callee.span)
+        self.fail(Rule.NOT_A_FUNCTION, f"a value of type `{t}` cannot be called", callee.span)
 
     def call_value(self, e: ast.Call, loc: Local, ft: FnT) -> Type:
         """A call through a local of function type: performs exactly the row of the type."""
         self.expr(e.callee)
         if len(e.args) != len(ft.params):
-            self.fail("arity-mismatch", arity_message(loc.name, len(ft.params), len(e.args)), e.span)
+            self.fail(Rule.ARITY_MISMATCH, arity_message(loc.name, len(ft.params), len(e.args)), e.span)
         free = self.foreign_regions(ft)
         rsub: dict = {}
         for a, p in zip(e.args, ft.params):
@@ -642,7 +641,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
 
     def call_item(self, e: ast.Call, item: ItemRef) -> Type:
         if item.kind not in ("fn", "extern"):
-            self.fail("not-a-function", f"`{item.name}` is a {item.kind}, not a function", e.callee.span)
+            self.fail(Rule.NOT_A_FUNCTION, f"`{item.name}` is a {item.kind}, not a function", e.callee.span)
         if item.sig is None:
             raise Poisoned()
         sig: FnSig = item.sig
@@ -658,7 +657,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
 
     def call_sig(self, sig: FnSig, e: ast.Call) -> tuple[Type, dict]:
         if len(e.args) != len(sig.params):
-            self.fail("arity-mismatch",
+            self.fail(Rule.ARITY_MISMATCH,
                       arity_message(sig.name, len(sig.params), len(e.args)), e.span)
         tsub: dict = {}
         rsub: dict = {}
@@ -674,17 +673,17 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         for inner, outer in sig.where:
             ri, ro = rsub.get(inner.uid), rsub.get(outer.uid)
             if ri is not None and ro is not None and not self.outlives(ro, ri):
-                self.fail("reference-escapes-region",
+                self.fail(Rule.REFERENCE_ESCAPES_REGION,
                           f"`{sig.name}` requires `{inner.name} <= {outer.name}` ({outer.name} outlives {inner.name}), but `{ro.name}` does not outlive `{ri.name}`",
                           e.span)
         for name, p in sig.tparams.items():
             if alias[name] not in tsub:
-                self.fail("ambiguous-type",
+                self.fail(Rule.AMBIGUOUS_TYPE,
                           f"cannot tell what `{name}` is in this call to `{sig.name}`: it is not determined by the arguments",
                           e.span)
             got = tsub[alias[name]]
             if p.bound_val and self.is_res(got):
-                self.fail("mode-bound-violated", f"`{sig.name}` needs `{name}` to be `val`, and `{got}` is `res`", e.span)
+                self.fail(Rule.MODE_BOUND_VIOLATED, f"`{sig.name}` needs `{name}` to be `val`, and `{got}` is `res`", e.span)
         ret = self.show(substitute(sig.ret, fresh), tsub, rsub)
         for r in regions_in(ret):
             if r.kind == "param" and r.uid in callee_regions:

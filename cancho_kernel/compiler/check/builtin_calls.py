@@ -8,6 +8,9 @@ A mixin of `BodyChecker` (body.py).
 from __future__ import annotations
 
 from .. import ast
+from ..diagnostics import Refusal, Rule
+from ..source import Span
+from .builtins import BUILTINS
 from .consteval import byte_of, wrap
 from .checked import CallTarget
 from .signatures import builtin_signature, split_type
@@ -22,6 +25,35 @@ FS_VERBS = {
 
 
 
+# The signals a program may claim (runtime.md, edition 6), and why others are refused.
+CLAIMABLE_SIGNALS = ("ALRM", "HUP", "INT", "QUIT", "TERM", "USR1", "USR2", "WINCH")
+UNCATCHABLE_SIGNALS = ("KILL", "STOP")
+FAULT_SIGNALS = ("SEGV", "ILL", "BUS", "FPE", "ABRT", "TRAP", "SYS")
+
+
+def check_signal_set(text: str, span: Span) -> None:
+    """A signal set literal is claimable names without `SIG`, comma separated, each once;
+    otherwise `signal-not-claimable`, saying why."""
+    names = text.split(",")
+    which = ", ".join(CLAIMABLE_SIGNALS)
+    for name in names:
+        if name in CLAIMABLE_SIGNALS:
+            continue
+        if name in UNCATCHABLE_SIGNALS:
+            why = f"`{name}` cannot be caught by any process"
+        elif name in FAULT_SIGNALS:
+            why = f"`{name}` is raised by a fault, which a program cannot defer (a cancho trap is `SIGILL`)"
+        elif name.startswith("SIG") and name[3:] in CLAIMABLE_SIGNALS + UNCATCHABLE_SIGNALS + FAULT_SIGNALS:
+            why = f"signals are named without the `SIG` prefix: `{name[3:]}`"
+        elif not name:
+            why = "a signal set names at least one signal, with no empty entries"
+        else:
+            why = f"`{name}` is not a signal this compiler lets a program claim"
+        raise Refusal(Rule.SIGNAL_NOT_CLAIMABLE, f"{why}; claimable signals are {which}", span)
+    if len(set(names)) != len(names):
+        raise Refusal(Rule.SIGNAL_NOT_CLAIMABLE, f"`\"{text}\"` names a signal twice; a set names each once", span)
+
+
 class BuiltinCalls:
     """Mixin: needs `expr`, `bind`, `fail`, `call_sig`, `fold`, `zonk`, `out`, `edition`."""
 
@@ -30,10 +62,10 @@ class BuiltinCalls:
         label, third, ret = FS_VERBS[name]
         want = 3 if third else 2
         if len(e.args) != want:
-            self.fail("arity-mismatch", f"`{name}` takes {want} arguments, found {len(e.args)}", e.span)
+            self.fail(Rule.ARITY_MISMATCH, f"`{name}` takes {want} arguments, found {len(e.args)}", e.span)
         ct = self.expr(e.args[0])
         if not (isinstance(ct, Ref) and isinstance(self.zonk(ct.target), Cap) and self.zonk(ct.target).kind == "Fs"):
-            self.fail("type-mismatch", f"expected a borrowed `Fs(..)` capability, found `{ct}`", e.args[0].span)
+            self.fail(Rule.TYPE_MISMATCH, f"expected a borrowed `Fs(..)` capability, found `{ct}`", e.args[0].span)
         prefix = self.zonk(ct.target).literal or ""
         self.byte_slice(e.args[1], unique=False)
         if third:
@@ -45,7 +77,7 @@ class BuiltinCalls:
     def byte_slice(self, a: ast.Expr, unique: bool) -> None:
         t = self.expr(a)
         if not (isinstance(t, Ref) and self.zonk(t.target) == Slice(BYTE)) or (unique and not t.unique):
-            self.fail("type-mismatch", f"expected `&{'!' if unique else ''}r [byte]`, found `{t}`", a.span)
+            self.fail(Rule.TYPE_MISMATCH, f"expected `&{'!' if unique else ''}r [byte]`, found `{t}`", a.span)
 
     def narrow(self, e: ast.Call) -> Type:
         """`narrow(c, "lit", ...)`: consume an owned capability, give back a narrower one (or a
@@ -53,41 +85,49 @@ class BuiltinCalls:
         from .effects import extends_path
 
         if len(e.args) < 2:
-            self.fail("arity-mismatch", "`narrow` takes a capability and one or more literals", e.span)
+            self.fail(Rule.ARITY_MISMATCH, "`narrow` takes a capability and one or more literals", e.span)
         t = self.expr(e.args[0])
         if isinstance(t, Ref) and isinstance(self.zonk(t.target), Cap):
-            self.fail("capability-not-narrowable", f"this capability is borrowed (`{t}`): only its owner can narrow it",
+            self.fail(Rule.CAPABILITY_NOT_NARROWABLE, f"this capability is borrowed (`{t}`): only its owner can narrow it",
                       e.args[0].span)
         if not isinstance(t, Cap) or t.literal is None:
-            self.fail("capability-not-narrowable", f"`{t}` carries no value to narrow", e.args[0].span)
+            self.fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`{t}` carries no value to narrow", e.args[0].span)
         lits: list[str] = []
         for a in e.args[1:]:
             if not isinstance(a, ast.StrLit):
-                self.fail("capability-not-narrowable", "`narrow` takes a literal: the new scope must be known when the program is checked",
+                self.fail(Rule.CAPABILITY_NOT_NARROWABLE, "`narrow` takes a literal: the new scope must be known when the program is checked",
                           a.span)
             a.ty = self.zonk(Ref(STATIC, False, Slice(BYTE)))
             lits.append(a.value.decode("utf-8", "replace"))
         if len(lits) > 1 and t.kind not in ("Fs", "Exec"):
-            self.fail("capability-not-narrowable", "only `Fs` and `Exec` split into several children; for libraries write one list, e.g. `narrow(ffi, \"libc,libm\")`", e.span)
+            self.fail(Rule.CAPABILITY_NOT_NARROWABLE, "only `Fs` and `Exec` split into several children; for libraries write one list, e.g. `narrow(ffi, \"libc,libm\")`", e.span)
         path_like = t.kind in ("Fs", "Exec")
+        if t.kind == "Signals":
+            for lit, a in zip(lits, e.args[1:]):
+                check_signal_set(lit, a.span)
         for lit, a in zip(lits, e.args[1:]):
             if lit == t.literal:
-                self.fail("capability-not-narrowable", f"this narrows `{t.literal}` to itself; a narrowing must shrink the scope",
+                self.fail(Rule.CAPABILITY_NOT_NARROWABLE, f"this narrows `{t.literal}` to itself; a narrowing must shrink the scope",
                           a.span)
-            inside = extends_path(t.literal, lit) if path_like else lit.startswith(t.literal)
+            if path_like:
+                inside = extends_path(t.literal, lit)
+            elif t.kind == "Signals":  # a set: the empty set holds every signal, others their subsets
+                inside = not t.literal or set(lit.split(",")) <= set(t.literal.split(","))
+            else:
+                inside = lit.startswith(t.literal)
             if not inside:
                 why = " (a path prefix extends at a `/`)" if path_like and lit.startswith(t.literal) else ""
-                self.fail("capability-not-narrowable", f"`{t}` cannot be narrowed to `\"{lit}\"`{why}", a.span)
+                self.fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`{t}` cannot be narrowed to `\"{lit}\"`{why}", a.span)
             if t.kind == "Ffi":
                 from .signatures import check_ffi_scope
                 check_ffi_scope(lit, a.span)
         for i, x in enumerate(lits):
             for y in lits[i + 1:]:
                 if x == y:
-                    self.fail("capability-not-narrowable", f"`\"{x}\"` and `\"{y}\"` are the same path; children must be unrelated",
+                    self.fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`\"{x}\"` and `\"{y}\"` are the same path; children must be unrelated",
                               e.span)
                 if extends_path(x, y) or extends_path(y, x):
-                    self.fail("capability-not-narrowable", f"`\"{x}\"` and `\"{y}\"` are nested; children must be unrelated",
+                    self.fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`\"{x}\"` and `\"{y}\"` are nested; children must be unrelated",
                               e.span)
         e.info = CallTarget("builtin", "narrow")
         if len(lits) == 1:
@@ -96,9 +136,11 @@ class BuiltinCalls:
 
     def call_builtin(self, e: ast.Call, name: str) -> Type:
         callee = e.callee
+        if not BUILTINS[name].supported:
+            self.unsupported(f"the builtin `{name}`", callee.span)
         if name == "split":
             if len(e.args) != 1:
-                self.fail("arity-mismatch", f"`split` takes 1 argument, found {len(e.args)}", e.span)
+                self.fail(Rule.ARITY_MISMATCH, f"`split` takes 1 argument, found {len(e.args)}", e.span)
             t = self.expr(e.args[0])
             if t != Cap("World"):
                 self.mismatch(Cap("World"), t, e.args[0].span)
@@ -106,18 +148,18 @@ class BuiltinCalls:
             return split_type(self.edition)
         if name == "release":
             if len(e.args) != 1:
-                self.fail("arity-mismatch", f"`release` takes 1 argument, found {len(e.args)}", e.span)
+                self.fail(Rule.ARITY_MISMATCH, f"`release` takes 1 argument, found {len(e.args)}", e.span)
             t = self.expr(e.args[0])
             if not isinstance(t, Cap):
-                self.fail("type-mismatch", f"`release` ends an owned capability; this is `{t}`", e.args[0].span)
+                self.fail(Rule.TYPE_MISMATCH, f"`release` ends an owned capability; this is `{t}`", e.args[0].span)
             e.info = CallTarget("builtin", name)
             return INT
         if name == "contents":
             if len(e.args) != 1:
-                self.fail("arity-mismatch", f"`contents` takes 1 argument, found {len(e.args)}", e.span)
+                self.fail(Rule.ARITY_MISMATCH, f"`contents` takes 1 argument, found {len(e.args)}", e.span)
             t = self.expr(e.args[0])
             if not (isinstance(t, Ref) and isinstance(self.zonk(t.target), BoxT)):
-                self.fail("type-mismatch", f"`contents` takes a reference to a `Box`, found `{t}`", e.args[0].span)
+                self.fail(Rule.TYPE_MISMATCH, f"`contents` takes a reference to a `Box`, found `{t}`", e.args[0].span)
             e.info = CallTarget("builtin", name)
             return Ref(t.region, t.unique, self.zonk(t.target).inner)
         if name == "narrow":
@@ -125,8 +167,7 @@ class BuiltinCalls:
         if name in FS_VERBS:
             return self.fs_call(e, name)
         sig = builtin_signature(name, self.edition)
-        if sig is None:
-            self.unsupported(f"the builtin `{name}`", callee.span)
+        assert sig is not None, name  # a supported builtin not checked above has a signature
         ret, subst = self.call_sig(sig, e)
         e.info = CallTarget("builtin", name, None, sig, subst)
         self.out.performed |= set(sig.row)

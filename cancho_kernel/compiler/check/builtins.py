@@ -1,12 +1,21 @@
-"""The prelude: builtin function names and types by edition, and builtin signatures as cancho text.
+"""The prelude and the one builtin registry: name -> edition, signature, lowering, evaluation.
 
 Most builtins have an ordinary signature, written here in cancho syntax and parsed with the
 compiler's own parser, so calls to them go through the same checking as calls to user functions.
-The rest (`split`, `release`, `narrow`, `len` on statics, file-system verbs whose labels depend
-on a capability's literal, ...) are checked at the call site by `body.py`.
+The rest (`split`, `release`, `narrow`, `contents`, file-system verbs whose labels depend on a
+capability's literal) are checked at the call site by `builtin_calls.py`.
+
+A builtin this implementation has no code for is still visible at its edition (so it cannot be
+redeclared) and is refused at the call as `unsupported-on-target`. A supported builtin has a
+lowering, registered with `LOWERINGS.register` next to its code in codegen/builtins.py, and a
+compile-time evaluation (or an explicit refusal), registered with `EVALUATIONS.register` in
+check/evaluate.py; tests/test_builtin_registry.py checks that the three agree.
 """
 
 from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
 
 # Edition at which each builtin function name starts to resolve (runtime.md §1, language.md §2.2).
 BUILTIN_EDITION: dict[str, int] = {}
@@ -111,8 +120,56 @@ SIGNATURES: dict[str, str] = {
     "byte_mask64": "fn byte_mask64[&t](text: &t [byte], at: int, b: byte) -> [] int",
 }
 
-# Builtins whose lowering exists in codegen today; others are refused as not supported yet.
-SPECIAL = {"split", "release", "narrow"}
+# Builtins checked at the call site (builtin_calls.py) rather than through a signature.
+CALL_SITE = frozenset({"split", "release", "narrow", "contents", "open_read", "fs_read", "fs_write"})
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """One prelude function: the edition it appears at and how a call to it is typed."""
+
+    name: str
+    edition: int
+    signature: str | None  # cancho text; None when checked at the call site or unsupported
+
+    @property
+    def supported(self) -> bool:
+        """Does this implementation check, lower and evaluate it (else `unsupported-on-target`)?"""
+        return self.signature is not None or self.name in CALL_SITE
+
+
+BUILTINS: dict[str, Builtin] = {n: Builtin(n, e, SIGNATURES.get(n)) for n, e in sorted(BUILTIN_EDITION.items())}
+assert set(SIGNATURES) | CALL_SITE <= set(BUILTINS)
+
+
+class Implementations:
+    """Builtin name -> implementation of one kind (lowering or evaluation), filled by `register`
+    where each implementation is written, once, at import; read-only afterwards."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self._table: dict[str, Callable] = {}
+
+    def register(self, *names: str) -> Callable[[Callable], Callable]:
+        def add(impl: Callable) -> Callable:
+            for n in names:
+                if n not in BUILTINS or not BUILTINS[n].supported:
+                    raise ValueError(f"{self.kind} registered for `{n}`, which is no supported builtin")
+                if n in self._table:
+                    raise ValueError(f"a second {self.kind} registered for `{n}`")
+                self._table[n] = impl
+            return impl
+        return add
+
+    def get(self, name: str) -> Callable | None:
+        return self._table.get(name)
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._table)
+
+
+LOWERINGS = Implementations("lowering")
+EVALUATIONS = Implementations("compile-time evaluation")
 
 
 def builtin_visible(name: str, edition: int) -> bool:

@@ -13,6 +13,7 @@ from typing import Optional
 from llvmlite import ir
 
 from .. import ast
+from ..check.builtins import LOWERINGS
 from ..check.types import Slice
 from .layout import DOUBLE, I1, I8, I32, I64, PTR, SLICE
 
@@ -27,49 +28,78 @@ class BuiltinLowering:
     """Mixin: needs `b`, `rt`, `expr`, `trap_if`, `func`, `layout`, `lty`, `T`."""
 
     def builtin(self, name: str, e: ast.Call) -> Optional[ir.Value]:
-        if name == "contents":
-            return self.contents(e)
-        args = [self.expr(a) for a in e.args]
+        """Lower a builtin call through its registered lowering (check/builtins.py's registry:
+        the checker refuses, at the call, every builtin that has none)."""
+        lowering = LOWERINGS.get(name)
+        if lowering is None:
+            raise NotImplementedError(f"the builtin `{name}` has no lowering although the checker accepted it")
+        return lowering(self, e, [self.expr(a) for a in e.args])
+
+    # ------------------------------------------------------------ capabilities, console, integers
+
+    @LOWERINGS.register("split", "narrow")
+    def bi_capability(self, e, args):
+        return None  # capabilities have no run-time value
+
+    @LOWERINGS.register("release")
+    def bi_release(self, e, args):
+        return ir.Constant(I64, 0)
+
+    @LOWERINGS.register("putchar")
+    def bi_putchar(self, e, args):
+        # `putc(c, stdout)` is what C's own `putchar` becomes at -O2 with glibc's headers: the
+        # same stream and result, without the stream lock a single-threaded program never needs.
         b, rt = self.b, self.rt
-        handler = getattr(self, "bi_" + name, None)
-        if handler is not None:
-            return handler(e, args)
-        if name in ("split", "narrow"):
-            return None
-        if name == "release":
-            return ir.Constant(I64, 0)
-        if name == "putchar":
-            # `putc(c, stdout)` is what C's own `putchar` becomes at -O2 with glibc's headers: the
-            # same stream and result, without the stream lock a single-threaded program never needs.
-            stream = b.load(rt.stream("stdout"), typ=PTR)
-            return b.sext(b.call(rt.libc("putc"), [b.trunc(args[1], I32), stream]), I64)
-        if name == "getchar":
-            return self.getchar()
-        if name in ("write_bytes", "write_err"):
-            s = args[1]
-            stream = b.load(rt.stream("stdout" if name == "write_bytes" else "stderr"), typ=PTR)
-            return b.call(rt.libc("fwrite"), [b.extract_value(s, 0), ir.Constant(I64, 1), b.extract_value(s, 1), stream])
-        if name == "len":
-            return b.extract_value(args[0], 1)
-        if name == "byte_of":
-            self.trap_if(b.icmp_unsigned(">", args[0], ir.Constant(I64, 255)))
-            return b.trunc(args[0], I8)
-        if name == "int_of":
-            return b.zext(args[0], I64)
-        if name == "wrapping_add":
-            return b.add(args[0], args[1])
-        if name == "wrapping_sub":
-            return b.sub(args[0], args[1])
-        if name == "wrapping_mul":
-            return b.mul(args[0], args[1])
-        if name == "value_barrier":
-            asm = ir.InlineAsm(ir.FunctionType(I64, [I64]), "", "=r,0", side_effect=False)
-            return b.call(asm, [args[0]])
-        if name == "trap":
-            rt.trap(b)
-            self.b.position_at_end(self.func.append_basic_block("after.trap"))
-            return ir.Constant(I64, 0)
-        raise NotImplementedError(f"the builtin `{name}` is not supported yet by cancho-kernel's code generator")
+        stream = b.load(rt.stream("stdout"), typ=PTR)
+        return b.sext(b.call(rt.libc("putc"), [b.trunc(args[1], I32), stream]), I64)
+
+    @LOWERINGS.register("getchar")
+    def bi_getchar(self, e, args):
+        return self.getchar()
+
+    @LOWERINGS.register("write_bytes", "write_err")
+    def bi_write(self, e, args):
+        b, rt = self.b, self.rt
+        s = args[1]
+        stream = b.load(rt.stream("stdout" if e.info.name == "write_bytes" else "stderr"), typ=PTR)
+        return b.call(rt.libc("fwrite"), [b.extract_value(s, 0), ir.Constant(I64, 1), b.extract_value(s, 1), stream])
+
+    @LOWERINGS.register("len")
+    def bi_len(self, e, args):
+        return self.b.extract_value(args[0], 1)
+
+    @LOWERINGS.register("byte_of")
+    def bi_byte_of(self, e, args):
+        b = self.b
+        self.trap_if(b.icmp_unsigned(">", args[0], ir.Constant(I64, 255)))
+        return b.trunc(args[0], I8)
+
+    @LOWERINGS.register("int_of")
+    def bi_int_of(self, e, args):
+        return self.b.zext(args[0], I64)
+
+    @LOWERINGS.register("wrapping_add")
+    def bi_wrapping_add(self, e, args):
+        return self.b.add(args[0], args[1])
+
+    @LOWERINGS.register("wrapping_sub")
+    def bi_wrapping_sub(self, e, args):
+        return self.b.sub(args[0], args[1])
+
+    @LOWERINGS.register("wrapping_mul")
+    def bi_wrapping_mul(self, e, args):
+        return self.b.mul(args[0], args[1])
+
+    @LOWERINGS.register("value_barrier")
+    def bi_value_barrier(self, e, args):
+        asm = ir.InlineAsm(ir.FunctionType(I64, [I64]), "", "=r,0", side_effect=False)
+        return self.b.call(asm, [args[0]])
+
+    @LOWERINGS.register("trap")
+    def bi_trap(self, e, args):
+        self.rt.trap(self.b)
+        self.b.position_at_end(self.func.append_basic_block("after.trap"))
+        return ir.Constant(I64, 0)
 
     def getchar(self) -> ir.Value:
         """One byte of stdin, -1 at the end. On glibc this is the body of `getc_unlocked`, as C's
@@ -103,9 +133,11 @@ class BuiltinLowering:
 
     # ------------------------------------------------------------ opaque pointers, clocks
 
+    @LOWERINGS.register("null_ptr")
     def bi_null_ptr(self, e, args):
         return ir.Constant(PTR, None)
 
+    @LOWERINGS.register("fork_clock")
     def bi_fork_clock(self, e, args):
         return None
 
@@ -118,17 +150,21 @@ class BuiltinLowering:
         nsec = b.load(b.gep(ts, [ir.Constant(I64, 0), ir.Constant(I64, 1)], inbounds=True), typ=I64)
         return b.add(b.mul(sec, ir.Constant(I64, 1000)), b.sdiv(nsec, ir.Constant(I64, 1000000)))
 
+    @LOWERINGS.register("clock_ms")
     def bi_clock_ms(self, e, args):
         return self._clock(1)
 
+    @LOWERINGS.register("clock_unix_ms")
     def bi_clock_unix_ms(self, e, args):
         return self._clock(0)
 
     # ------------------------------------------------------------ floats
 
+    @LOWERINGS.register("float_of")
     def bi_float_of(self, e, args):
         return self.b.sitofp(args[0], DOUBLE)
 
+    @LOWERINGS.register("truncate")
     def bi_truncate(self, e, args):
         """Traps on NaN and on any magnitude at or past 2^63; never `fptosi.sat`."""
         b, x = self.b, args[0]
@@ -138,18 +174,22 @@ class BuiltinLowering:
         self.trap_if(bad)
         return b.fptosi(x, I64)
 
+    @LOWERINGS.register("is_nan")
     def bi_is_nan(self, e, args):
         return self.b.fcmp_unordered("uno", args[0], args[0])
 
+    @LOWERINGS.register("sqrt")
     def bi_sqrt(self, e, args):
         f = self.rt.module.declare_intrinsic("llvm.sqrt", [DOUBLE])
         return self.b.call(f, [args[0]])
 
+    @LOWERINGS.register("bits_of")
     def bi_bits_of(self, e, args):
         b, x = self.b, args[0]
         bits = b.bitcast(x, I64)
         return b.select(b.fcmp_unordered("uno", x, x), ir.Constant(I64, CANONICAL_NAN), bits)
 
+    @LOWERINGS.register("float_of_bits")
     def bi_float_of_bits(self, e, args):
         return self.b.bitcast(args[0], DOUBLE)
 
@@ -163,17 +203,21 @@ class BuiltinLowering:
             f = ir.Function(self.rt.module, ir.FunctionType(I64, params), name=full)
         return self.b.call(f, [x, ir.Constant(I1, 0)] if poison_flag else [x])
 
+    @LOWERINGS.register("trailing_zeros")
     def bi_trailing_zeros(self, e, args):
         return self._bit_intrinsic("cttz", args[0])
 
+    @LOWERINGS.register("leading_zeros")
     def bi_leading_zeros(self, e, args):
         return self._bit_intrinsic("ctlz", args[0])
 
+    @LOWERINGS.register("popcount")
     def bi_popcount(self, e, args):
         return self._bit_intrinsic("ctpop", args[0], poison_flag=False)
 
     # ------------------------------------------------------------ slices and memory moves
 
+    @LOWERINGS.register("copy_within")
     def bi_copy_within(self, e, args):
         b = self.b
         s, dst, src, n = args
@@ -191,6 +235,7 @@ class BuiltinLowering:
         b.call(self.rt.libc("memmove"), [d, r, n])
         return ir.Constant(I64, 0)
 
+    @LOWERINGS.register("copy_into")
     def bi_copy_into(self, e, args):
         b = self.b
         dst, src = args
@@ -199,6 +244,7 @@ class BuiltinLowering:
         b.call(self.rt.libc("memmove"), [b.extract_value(dst, 0), b.extract_value(src, 0), n])
         return n
 
+    @LOWERINGS.register("index_of_byte")
     def bi_index_of_byte(self, e, args):
         b = self.b
         s, byte = args
@@ -207,6 +253,7 @@ class BuiltinLowering:
         off = b.sub(b.ptrtoint(hit, I64), b.ptrtoint(p, I64))
         return b.select(b.icmp_unsigned("==", hit, ir.Constant(PTR, None)), ir.Constant(I64, -1), off)
 
+    @LOWERINGS.register("load_le64")
     def bi_load_le64(self, e, args):
         b = self.b
         s, at = args
@@ -216,11 +263,29 @@ class BuiltinLowering:
         p = b.gep(b.extract_value(s, 0), [at], inbounds=True, source_etype=I8)
         return b.load(p, typ=I64, align=1)
 
+    @LOWERINGS.register("byte_mask64")
+    def bi_byte_mask64(self, e, args):
+        """Bit k set when `text[at + k] == b`, k in 0..64 (runtime.md §1): one unaligned
+        64-byte vector load, a lane-wise compare against `b` and the 64 lanes read as an int."""
+        b = self.b
+        s, at, byte = args
+        length = b.extract_value(s, 1)
+        self.trap_if(b.or_(b.icmp_signed("<", at, ir.Constant(I64, 0)),
+                           b.icmp_signed(">", at, b.sub(length, ir.Constant(I64, 64)))))
+        vec = ir.VectorType(I8, 64)
+        p = b.gep(b.extract_value(s, 0), [at], inbounds=True, source_etype=I8)
+        lanes = b.load(p, typ=vec, align=1)
+        one = b.insert_element(ir.Constant(vec, ir.Undefined), byte, ir.Constant(I32, 0))
+        splat = b.shuffle_vector(one, ir.Constant(vec, ir.Undefined), ir.Constant(ir.VectorType(I32, 64), [0] * 64))
+        return b.bitcast(b.icmp_unsigned("==", lanes, splat), I64)
+
     # ------------------------------------------------------------ command line
 
+    @LOWERINGS.register("arg_count")
     def bi_arg_count(self, e, args):
         return self.b.load(self.rt.argc, typ=I64)
 
+    @LOWERINGS.register("arg")
     def bi_arg(self, e, args):
         b = self.b
         n = args[1]
@@ -238,6 +303,7 @@ class BuiltinLowering:
         self.trap_if(self.b.icmp_unsigned("==", p, ir.Constant(PTR, None)))
         return p
 
+    @LOWERINGS.register("box")
     def bi_box(self, e, args):
         t = self.T(e.args[1].ty)
         lt = self.lty(t)
@@ -247,16 +313,18 @@ class BuiltinLowering:
             self.b.store(args[1], p)
         return p
 
+    @LOWERINGS.register("unbox")
     def bi_unbox(self, e, args):
         lt = self.lty(e.ty)
         v = None if lt is None else self.b.load(args[1], typ=lt)
         self.rt.free(self.b, args[1])
         return v
 
-    def contents(self, e) -> Optional[ir.Value]:
+    @LOWERINGS.register("contents")
+    def bi_contents(self, e, args) -> Optional[ir.Value]:
         """`contents(&b)`: the reference to a box's contents (one load; a boxed slice is already
         its (ptr, len) pair)."""
-        ref = self.expr(e.args[0])
+        ref = args[0]
         box_t = self.T(e.args[0].ty).target
         inner = box_t.inner
         if isinstance(inner, Slice):
@@ -265,6 +333,7 @@ class BuiltinLowering:
             return None
         return self.b.load(ref, typ=PTR)
 
+    @LOWERINGS.register("box_slice")
     def bi_box_slice(self, e, args):
         b = self.b
         n, fill = args[1], args[2]
@@ -279,6 +348,7 @@ class BuiltinLowering:
         r = b.insert_value(ir.Constant(SLICE, ir.Undefined), p, 0)
         return b.insert_value(r, n, 1)
 
+    @LOWERINGS.register("unbox_slice")
     def bi_unbox_slice(self, e, args):
         s = args[1]
         self.rt.free(self.b, self.b.extract_value(s, 0))
@@ -286,6 +356,7 @@ class BuiltinLowering:
 
     # ------------------------------------------------------------ checked output (edition 5)
 
+    @LOWERINGS.register("flush_out")
     def bi_flush_out(self, e, args):
         """`fflush(stdout)` then `ferror(stdout)`: Ok(0), Failed(errno) when the flush failed,
         Failed(5) (EIO) when an earlier write already failed; the error flag stays set."""
@@ -346,6 +417,7 @@ class BuiltinLowering:
         self.rt.free(b, cpath)
         return b.sext(fd, I64), errno
 
+    @LOWERINGS.register("open_read")
     def bi_open_read(self, e, args):
         b = self.b
         fd, errno = self.open_path(e, args[1], 0)
@@ -353,6 +425,7 @@ class BuiltinLowering:
         return self.make_variant(self.T(e.ty), b.select(failed, ir.Constant(I64, 1), ir.Constant(I64, 0)),
                                  [b.select(failed, errno, fd)])
 
+    @LOWERINGS.register("file_read")
     def bi_file_read(self, e, args):
         b = self.b
         handle, buf = args
@@ -364,14 +437,17 @@ class BuiltinLowering:
         payload = b.select(b.icmp_signed("<", n, ir.Constant(I64, 0)), errno, n)
         return self.make_variant(self.T(e.ty), tag, [payload])
 
+    @LOWERINGS.register("file_close")
     def bi_file_close(self, e, args):
         return self.b.sext(self.c("close", [args[0]]), I64)
 
+    @LOWERINGS.register("fs_read")
     def bi_fs_read(self, e, args):
         """Read as much of the file as fits in `into`; the count, or -1."""
         fd, _ = self.open_path(e, args[1], 0)
         return self.transfer(fd, args[2], "read", "fs_read")
 
+    @LOWERINGS.register("fs_write")
     def bi_fs_write(self, e, args):
         """Create/truncate the file and write all of `bytes`; the count, or -1."""
         fd, _ = self.open_path(e, args[1], 0o1 | 0o100 | 0o1000)

@@ -1,0 +1,112 @@
+"""The one builtin registry (check/builtins.py): every builtin visible at some edition is either
+supported — checked, with a registered lowering and a registered compile-time evaluation (or an
+explicit refusal for those that need a capability) — or refused at its call as
+`unsupported-on-target`, never as `internal` from the code generator."""
+
+from __future__ import annotations
+
+import pytest
+
+import cancho_kernel.compiler.check.evaluate  # noqa: F401  (registers the evaluations)
+import cancho_kernel.compiler.codegen.builtins  # noqa: F401  (registers the lowerings)
+from cancho_kernel.compiler import api
+from cancho_kernel.compiler.check.builtins import BUILTINS, EVALUATIONS, LOWERINGS, Implementations
+from cancho_kernel.compiler.check.signatures import builtin_signature
+from cancho_kernel.compiler.diagnostics import Rule
+from cancho_kernel.compiler.source import SourceFile
+from test_undefined_behaviour import TRAP, both, jit_worker  # noqa: F401  (fixtures)
+
+SUPPORTED = sorted(n for n, b in BUILTINS.items() if b.supported)
+UNSUPPORTED = sorted(n for n, b in BUILTINS.items() if not b.supported)
+
+
+def test_every_supported_builtin_is_lowered_and_evaluated():
+    assert SUPPORTED and UNSUPPORTED
+    assert [n for n in SUPPORTED if LOWERINGS.get(n) is None] == []
+    assert [n for n in SUPPORTED if EVALUATIONS.get(n) is None] == []
+
+
+def test_nothing_is_registered_for_an_unsupported_builtin():
+    assert set(LOWERINGS) <= set(SUPPORTED)
+    assert set(EVALUATIONS) <= set(SUPPORTED)
+
+
+def test_registration_refuses_unknown_and_duplicate_names():
+    table = Implementations("test")
+    table.register("len")(lambda: 0)
+    with pytest.raises(ValueError):
+        table.register("len")(lambda: 1)
+    with pytest.raises(ValueError):
+        table.register("spawn")(lambda: 1)  # visible, unsupported
+    with pytest.raises(ValueError):
+        table.register("no_such_builtin")(lambda: 1)
+
+
+def test_signatures_parse_at_their_edition():
+    for n in SUPPORTED:
+        b = BUILTINS[n]
+        if b.signature is not None:
+            assert builtin_signature(n, b.edition) is not None, n
+
+
+def call_program(name: str, edition: int) -> str:
+    return (f"edition {edition};\n\nfn main(world: World) -> [] int {{\n    release(world);\n"
+            f"    let x = {name}();\n    return 0;\n}}\n")
+
+
+@pytest.mark.parametrize("name", UNSUPPORTED)
+def test_an_unsupported_builtin_is_refused_at_its_call(name: str):
+    edition = BUILTINS[name].edition
+    result = api.check_sources([SourceFile("u.cho", call_program(name, edition))])
+    assert not result.ok
+    first = result.diagnostics[0]
+    assert first.rule == Rule.UNSUPPORTED_ON_TARGET, (name, first.rule, first.message)
+    assert (first.span.line, first.span.column) == (5, 13), name
+    assert f"`{name}`" in first.message
+
+
+TEXT = "abca" + "x" * 65 + "a"
+MASK_PROGRAM = """edition 8;
+
+fn yn[&i](io: &!i Io, ok: bool) -> [io_write] int {
+    if ok { putchar(io, 'Y'); } else { putchar(io, 'N'); }
+    return 0;
+}
+
+static MASK: [int] {
+    let t = "TEXT";
+    let out = alloc_slice[static](3, 0);
+    out[0] = byte_mask64(t, 0, byte_of(97));
+    out[1] = byte_mask64(t, 6, byte_of(97));
+    out[2] = byte_mask64(t, 6, byte_of(120));
+    return out;
+}
+
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args, net, clock, signals, exec } = split(world);
+    release(ffi); release(fs); release(heap); release(args); release(net); release(clock);
+    release(signals); release(exec);
+    let t = "TEXT";
+    borrow mut io as &!i in {
+        yn(i, byte_mask64(t, 0, byte_of(97)) == 9);
+        yn(i, byte_mask64(t, 6, byte_of(97)) == -9223372036854775807 - 1);
+        yn(i, byte_mask64(t, 6, byte_of(120)) == 9223372036854775807);
+        yn(i, MASK[0] == 9 && MASK[1] == -9223372036854775807 - 1 && MASK[2] == 9223372036854775807);
+        putchar(i, '\\n');
+        match flush_out(i) {
+            Done::Ok(_) => { }
+            Done::Failed(_) => { }
+        }
+    }
+    release(io);
+    return byte_mask64(t, 7, byte_of(97));
+}
+""".replace("TEXT", TEXT)
+
+
+def test_byte_mask64_checks_lowers_evaluates_and_runs(both):
+    """It had a signature and no lowering (`cancho check` answered `internal` at `main`)."""
+    result = api.compile_sources([SourceFile("mask.cho", MASK_PROGRAM)])
+    assert result.ok, result.diagnostics
+    seen = both.run(result.ir)  # exe and jit agree byte for byte
+    assert seen.stdout == b"YYYY\n" and seen.status == TRAP, seen  # at 7 the window passes the end
