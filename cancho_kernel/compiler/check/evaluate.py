@@ -1,12 +1,14 @@
 """Compile-time evaluation of `static` items: an interpreter over the checked AST.
 
-It uses the run-time semantics (consteval.py's arithmetic, bounds checks, the 64 KiB arena), so a
-static's value is exactly what the program would compute; a trap or running out of fuel is a
+It uses the run-time semantics (consteval.py's arithmetic, bounds checks, and compiler/layout.py's
+arena capacity and element strides, which codegen follows too), so a static's value is exactly
+what the program would compute; a trap or running out of fuel is a
 compile-time refusal (`static-item`), never a run-time fallback (runtime.md §5.4).
 
 The compile-time budget (docs/decisions.md) is per program, shared by all its statics: FUEL steps
 (one per statement, expression and loop iteration) and MAX_BYTES of values, counted as 8 bytes a
-slice element (1 for `byte`) and checked *before* an allocation is made. Exceeding either is
+slice element of a scalar (1 for `byte`; an aggregate its run-time stride) and checked *before* an
+allocation is made. Exceeding either is
 `static-item` at the static being evaluated, long before the compiler's own memory is at risk.
 Scalar slices are held in `array`s, so the evaluator's memory is what the budget counts.
 """
@@ -20,14 +22,16 @@ from array import array
 from dataclasses import dataclass
 
 from .. import ast
-from ..diagnostics import Refusal
+from ..diagnostics import Refusal, Rule
+from ..layout import ARENA_BYTES, RuntimeLayout
+from .builtins import EVALUATIONS
 from .body import CallTarget, CheckedFn, Local
 from .consteval import Trap, int_binary, int_neg, wrap
-from .types import BOOL, BYTE, FLOAT, INT, Type
+from .types import BOOL, BYTE, FLOAT, INT, STATIC, Region, Type
 
 FUEL = 5_000_000
+MASK64 = (1 << 64) - 1
 MAX_BYTES = 16 << 20  # 16 MiB of slice elements, for all statics together
-ARENA = 65536
 
 # How a scalar slice is stored (machine layout = what codegen emits): typecode by element type.
 TYPECODES = {INT: "q", BOOL: "q", FLOAT: "d", BYTE: "B"}
@@ -66,35 +70,51 @@ class Cell:
     key: int
 
 
+@dataclass
+class Arena:
+    """An open `region` block at compile time: how many of its ARENA_BYTES are taken."""
+
+    region: Region
+    used: int = 0
+
+    def take(self, size: int) -> None:
+        self.used += size
+        if self.used > ARENA_BYTES:
+            raise Trap(f"the {ARENA_BYTES // 1024} KiB arena is exhausted")
+
+
 class _Return(Exception):
     def __init__(self, value):
         self.value = value
 
 
-def stride(t: Type) -> int:
-    """Bytes an element takes in the emitted data (and in the evaluator's store)."""
-    return 1 if t == BYTE else 8
-
-
 class Evaluator:
     """Evaluates static bodies and the pure functions they call."""
 
-    def __init__(self, fns: dict[str, CheckedFn], statics: dict[str, "SliceV"]):
+    def __init__(self, fns: dict[str, CheckedFn], statics: dict[str, "SliceV"], layout: RuntimeLayout):
         self.fns = fns
         self.statics = statics
+        self.layout = layout
         self.fuel = FUEL
         self.bytes = 0
         self.frames: list[dict] = []
-        self.arenas: list[list[int]] = []
+        self.arenas: list[Arena] = []  # the open `region` blocks, innermost last
 
     def tick(self, span) -> None:
         self.fuel -= 1
         if self.fuel <= 0:
             raise BudgetExceeded(f"it needs more than {FUEL:,} evaluation steps (line {span.line})")
 
+    def arena(self, region: Region, span) -> Arena:
+        """The open arena an allocation names (not merely the innermost one)."""
+        for a in reversed(self.arenas):
+            if a.region is region:
+                return a
+        raise Refusal(Rule.STATIC_ITEM, f"a static cannot allocate in `{region}` here", span)
+
     def charge(self, n: int, elem: Type, span) -> None:
         """Count n new elements against MAX_BYTES before they are made."""
-        self.bytes += n * stride(elem)
+        self.bytes += n * self.layout.stride(elem)
         if self.bytes > MAX_BYTES:
             raise BudgetExceeded(f"it needs more than {MAX_BYTES >> 20} MiB of values "
                                  f"(the allocation at line {span.line})")
@@ -106,9 +126,9 @@ class Evaluator:
         try:
             return self.call_fn(checked, [])
         except Trap as t:
-            raise Refusal("static-item", f"evaluating `{name.name}` traps: {t.reason}", name.span)
+            raise Refusal(Rule.STATIC_ITEM, f"evaluating `{name.name}` traps: {t.reason}", name.span)
         except BudgetExceeded as b:
-            raise Refusal("static-item", f"`{name.name}` cannot be computed within the compile-time budget: {b}",
+            raise Refusal(Rule.STATIC_ITEM, f"`{name.name}` cannot be computed within the compile-time budget: {b}",
                           name.span)
 
     def call_fn(self, fn: CheckedFn, args: list):
@@ -177,7 +197,7 @@ class Evaluator:
             self.set_local(ref, Cell(self.frames[-1], target.uid))
             self.block(s.body, fn)
         elif isinstance(s, ast.RegionStmt):
-            self.arenas.append([0])
+            self.arenas.append(Arena(fn.regions[id(s)]))
             try:
                 self.block(s.body, fn)
             finally:
@@ -185,7 +205,7 @@ class Evaluator:
         elif isinstance(s, ast.Match):
             self.match(s, fn)
         else:
-            raise Refusal("static-item", f"a static cannot evaluate `{type(s).__name__}`", s.span)
+            raise Refusal(Rule.STATIC_ITEM, f"a static cannot evaluate `{type(s).__name__}`", s.span)
 
     def assign(self, s: ast.Assign, fn: CheckedFn) -> None:
         v = self.expr(s.value, fn)
@@ -202,7 +222,7 @@ class Evaluator:
             c = self.expr(t.operand, fn)
             c.frame[c.key] = v
         else:
-            raise Refusal("static-item", "a static cannot evaluate this assignment", s.span)
+            raise Refusal(Rule.STATIC_ITEM, "a static cannot evaluate this assignment", s.span)
 
     def match(self, s: ast.Match, fn: CheckedFn) -> None:
         v = self.expr(s.scrutinee, fn)
@@ -233,7 +253,7 @@ class Evaluator:
             if isinstance(e.info, tuple) and e.info[0] == "static":
                 return self.statics[e.info[1].key]
             if isinstance(e.info, tuple):
-                raise Refusal("static-item", "a static cannot use function values", e.span)
+                raise Refusal(Rule.STATIC_ITEM, "a static cannot use function values", e.span)
             return self.frames[-1][e.info.uid]
         if isinstance(e, ast.Unary):
             v = self.expr(e.operand, fn)
@@ -266,12 +286,9 @@ class Evaluator:
             elem = e.ty.target.elem
             if n < 0:
                 raise Trap(f"`alloc_slice` of {n} elements")
+            if e.ty.region != STATIC:  # the arena is checked first, as the run-time bump is
+                self.arena(e.ty.region, e.span).take(n * self.layout.stride(elem))
             self.charge(n, elem, e.span)
-            if e.region.name != "static":
-                arena = self.arenas[-1] if self.arenas else [0]
-                arena[0] += n * stride(elem)
-                if arena[0] > ARENA:
-                    raise Trap("the 64 KiB arena is exhausted")
             return SliceV(new_store(elem, n, fill), 0, n, elem)
         if isinstance(e, ast.TupleExpr):
             return tuple(self.expr(p, fn) for p in e.parts)
@@ -285,7 +302,7 @@ class Evaluator:
                 v = v.frame[v.key]
             mode, idx = e.info
             return v[idx] if isinstance(v, tuple) else v[0][idx]
-        raise Refusal("static-item", f"a static cannot evaluate `{type(e).__name__}`", e.span)
+        raise Refusal(Rule.STATIC_ITEM, f"a static cannot evaluate `{type(e).__name__}`", e.span)
 
     def binary(self, e: ast.Binary, fn: CheckedFn):
         if e.op == "&&":
@@ -302,7 +319,7 @@ class Evaluator:
             return a == b
         if e.op == "!=":
             return a != b
-        raise Refusal("static-item", f"a static cannot evaluate `{e.op}` on `{t}`", e.span)
+        raise Refusal(Rule.STATIC_ITEM, f"a static cannot evaluate `{e.op}` on `{t}`", e.span)
 
     def call(self, e: ast.Call, fn: CheckedFn):
         target: CallTarget = e.info
@@ -310,11 +327,11 @@ class Evaluator:
         if target.kind == "fn":
             callee = self.fns.get(target.item.key)
             if callee is None or callee.sig.tparams:
-                raise Refusal("static-item", f"a static cannot call `{target.name}` here", e.span)
+                raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{target.name}` here", e.span)
             return self.call_fn(callee, args)
         if target.kind == "builtin":
             return builtin(target.name, args, e)
-        raise Refusal("static-item", f"a static cannot call `{target.name}`", e.span)
+        raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{target.name}`", e.span)
 
 
 def float_binary(op: str, a: float, b: float):
@@ -334,39 +351,154 @@ def float_binary(op: str, a: float, b: float):
 
 
 def builtin(name: str, args: list, e: ast.Call):
-    if name == "len":
-        return args[0].length
-    if name == "byte_of":
-        return _byte_of(args[0])
-    if name == "int_of":
-        return args[0]
-    if name == "wrapping_add":
-        return wrap(args[0] + args[1])
-    if name == "wrapping_sub":
-        return wrap(args[0] - args[1])
-    if name == "wrapping_mul":
-        return wrap(args[0] * args[1])
-    if name == "float_of":
-        return float(args[0])
-    if name == "truncate":
-        x = args[0]
-        if math.isnan(x) or x >= 2.0 ** 63 or x <= -(2.0 ** 63):
-            raise Trap(f"`truncate({x})` is out of range")
-        return int(x)
-    if name == "is_nan":
-        return math.isnan(args[0])
-    if name == "sqrt":
-        return math.sqrt(args[0]) if args[0] >= 0 else math.nan
-    if name == "bits_of":
-        x = args[0]
-        if math.isnan(x):
-            return 0x7FF8000000000000
-        return struct.unpack("<q", struct.pack("<d", x))[0]
-    if name == "trap":
-        raise Trap("`trap()` was called")
-    if name == "release":
-        return 0
-    raise Refusal("static-item", f"a static cannot call the builtin `{name}`", e.span)
+    """A builtin call at compile time, through its registered evaluation (check/builtins.py)."""
+    evaluation = EVALUATIONS.get(name)
+    if evaluation is None:
+        raise Refusal(Rule.STATIC_ITEM, f"a static cannot call the builtin `{name}`", e.span)
+    return evaluation(args, e)
+
+
+@EVALUATIONS.register("putchar", "write_bytes", "write_err", "getchar", "flush_out", "split", "narrow",
+                      "contents", "box", "unbox", "box_slice", "unbox_slice", "arg_count", "arg",
+                      "fs_read", "fs_write", "open_read", "file_read", "file_close", "clock_ms",
+                      "clock_unix_ms", "fork_clock")
+def _needs_capability(args: list, e: ast.Call):
+    """These take a capability, a handle or a box, and a static has none to give (its body takes
+    no parameters and performs nothing), so the checker has refused the static before this."""
+    raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{e.info.name}`: it needs a capability", e.span)
+
+
+@EVALUATIONS.register("len")
+def _len(args: list, e: ast.Call) -> int:
+    return args[0].length
+
+
+@EVALUATIONS.register("byte_of")
+def _eval_byte_of(args: list, e: ast.Call) -> int:
+    return _byte_of(args[0])
+
+
+@EVALUATIONS.register("int_of", "value_barrier")
+def _identity(args: list, e: ast.Call) -> int:
+    return args[0]
+
+
+@EVALUATIONS.register("wrapping_add")
+def _wrapping_add(args: list, e: ast.Call) -> int:
+    return wrap(args[0] + args[1])
+
+
+@EVALUATIONS.register("wrapping_sub")
+def _wrapping_sub(args: list, e: ast.Call) -> int:
+    return wrap(args[0] - args[1])
+
+
+@EVALUATIONS.register("wrapping_mul")
+def _wrapping_mul(args: list, e: ast.Call) -> int:
+    return wrap(args[0] * args[1])
+
+
+@EVALUATIONS.register("float_of")
+def _float_of(args: list, e: ast.Call) -> float:
+    return float(args[0])
+
+
+@EVALUATIONS.register("truncate")
+def _truncate(args: list, e: ast.Call) -> int:
+    x = args[0]
+    if math.isnan(x) or x >= 2.0 ** 63 or x <= -(2.0 ** 63):
+        raise Trap(f"`truncate({x})` is out of range")
+    return int(x)
+
+
+@EVALUATIONS.register("is_nan")
+def _is_nan(args: list, e: ast.Call) -> bool:
+    return math.isnan(args[0])
+
+
+@EVALUATIONS.register("sqrt")
+def _sqrt(args: list, e: ast.Call) -> float:
+    return math.sqrt(args[0]) if args[0] >= 0 else math.nan
+
+
+@EVALUATIONS.register("bits_of")
+def _bits_of(args: list, e: ast.Call) -> int:
+    x = args[0]
+    if math.isnan(x):
+        return 0x7FF8000000000000
+    return struct.unpack("<q", struct.pack("<d", x))[0]
+
+
+@EVALUATIONS.register("float_of_bits")
+def _float_of_bits(args: list, e: ast.Call) -> float:
+    return struct.unpack("<d", struct.pack("<q", args[0]))[0]
+
+
+@EVALUATIONS.register("trap")
+def _trap(args: list, e: ast.Call):
+    raise Trap("`trap()` was called")
+
+
+@EVALUATIONS.register("release", "null_ptr")
+def _zero(args: list, e: ast.Call) -> int:
+    return 0
+
+
+@EVALUATIONS.register("trailing_zeros")
+def _trailing_zeros(args: list, e: ast.Call) -> int:
+    x = args[0] & MASK64
+    return 64 if x == 0 else (x & -x).bit_length() - 1
+
+
+@EVALUATIONS.register("leading_zeros")
+def _leading_zeros(args: list, e: ast.Call) -> int:
+    return 64 - (args[0] & MASK64).bit_length()
+
+
+@EVALUATIONS.register("popcount")
+def _popcount(args: list, e: ast.Call) -> int:
+    return (args[0] & MASK64).bit_count()
+
+
+@EVALUATIONS.register("copy_within")
+def _copy_within(args: list, e: ast.Call) -> int:
+    s, dst, src, n = args
+    if min(dst, src, n) < 0 or max(dst, src) > s.length or n > s.length - max(dst, src):
+        raise Trap(f"`copy_within` of {n} bytes from {src} to {dst} does not fit a slice of length {s.length}")
+    s.store[s.start + dst:s.start + dst + n] = s.store[s.start + src:s.start + src + n]
+    return 0
+
+
+@EVALUATIONS.register("copy_into")
+def _copy_into(args: list, e: ast.Call) -> int:
+    dst, src = args
+    if src.length > dst.length:
+        raise Trap(f"`copy_into` of {src.length} bytes into a slice of length {dst.length}")
+    dst.store[dst.start:dst.start + src.length] = src.items()
+    return src.length
+
+
+@EVALUATIONS.register("index_of_byte")
+def _index_of_byte(args: list, e: ast.Call) -> int:
+    s, b = args
+    return bytes(s.items()).find(b)
+
+
+@EVALUATIONS.register("load_le64")
+def _load_le64(args: list, e: ast.Call) -> int:
+    s, at = args
+    if not 0 <= at <= s.length - 8:
+        raise Trap(f"`load_le64` at {at} does not fit a slice of length {s.length}")
+    return int.from_bytes(bytes(s.store[s.start + at:s.start + at + 8]), "little", signed=True)
+
+
+@EVALUATIONS.register("byte_mask64")
+def _byte_mask64(args: list, e: ast.Call) -> int:
+    s, at, b = args
+    if not 0 <= at <= s.length - 64:
+        raise Trap(f"`byte_mask64` at {at} does not fit a slice of length {s.length}")
+    window = s.store[s.start + at:s.start + at + 64]
+    return wrap(sum(1 << k for k, x in enumerate(window) if x == b))
 
 
 def _byte_of(n: int) -> int:

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from .. import ast
-from ..diagnostics import Diagnostic, Refusal
+from ..diagnostics import Diagnostic, Refusal, Rule
 from ..parser import parse_file
 from ..resolve import ItemRef, ModuleScope, build_modules, std_source
 from ..source import SourceFile
@@ -136,7 +136,7 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
         try:
             d = check_fn(it, modules, prog)
         except RecursionError:
-            d = Diagnostic("internal", f"`{it.name}` nests too deeply for the checker (tens of thousands of levels); "
+            d = Diagnostic(Rule.INTERNAL, f"`{it.name}` nests too deeply for the checker (tens of thousands of levels); "
                            "split it into smaller expressions or functions", it.decl.name.span)
         if d is not None:
             diags.append(d)
@@ -159,18 +159,19 @@ def static_signature(it: ItemRef, modules: dict[str, ModuleScope]) -> FnSig:
     from .types import BYTE, FLOAT, STATIC
     d = it.decl
     if not isinstance(d.ty, ast.SliceType):
-        raise Refusal("static-item", "a static is a slice of scalars, written `[int]`, `[byte]`, `[bool]` or `[float]`",
+        raise Refusal(Rule.STATIC_ITEM, "a static is a slice of scalars, written `[int]`, `[byte]`, `[bool]` or `[float]`",
                       d.ty.span)
     elem = TypeResolver(modules, it.module, it.edition, {}, {}).resolve(d.ty.elem)
     if elem not in (INT, BOOL, BYTE, FLOAT):
-        raise Refusal("static-item", f"a static holds `int`, `bool`, `byte` or `float` elements, not `{elem}`", d.ty.span)
+        raise Refusal(Rule.STATIC_ITEM, f"a static holds `int`, `bool`, `byte` or `float` elements, not `{elem}`", d.ty.span)
     return FnSig(it.name, it.key, {}, [], {}, [], frozenset(), Ref(STATIC, False, Slice(elem)), "static", d)
 
 
 def evaluate_statics(items: list[ItemRef], prog: CheckedProgram) -> list[Diagnostic]:
     """Run every static's body at compile time, in declaration order."""
+    from ..layout import RuntimeLayout
     from .evaluate import Evaluator
-    ev = Evaluator(prog.fns, prog.statics)
+    ev = Evaluator(prog.fns, prog.statics, RuntimeLayout(prog.types))
     for it in items:
         if it.kind != "static":
             continue
@@ -179,7 +180,7 @@ def evaluate_statics(items: list[ItemRef], prog: CheckedProgram) -> list[Diagnos
         except Refusal as r:
             return [r.diagnostic]
         except RecursionError:
-            return [Diagnostic("static-item", f"evaluating `{it.name}` recursed too deeply", it.decl.name.span)]
+            return [Diagnostic(Rule.STATIC_ITEM, f"evaluating `{it.name}` recursed too deeply", it.decl.name.span)]
     return []
 
 
@@ -187,16 +188,16 @@ def check_main(modules: dict[str, ModuleScope], hint: Optional[str], prog: Check
     root = modules.get("")
     main = root.items.get("main") if root else None
     if main is None or main.kind != "fn":
-        return [Diagnostic("program-shape", "no `main` function: a program needs `fn main(world: World) -> [] int`",
+        return [Diagnostic(Rule.PROGRAM_SHAPE, "no `main` function: a program needs `fn main(world: World) -> [] int`",
                            None, file_hint=hint)]
     if main.sig is None:
         return []
     sig: FnSig = main.sig
     if len(sig.params) != 1 or sig.params[0][1] != Cap("World") or sig.tparams or sig.regions:
-        return [Diagnostic("program-shape", "`main` takes one argument, the `World` the runtime hands it",
+        return [Diagnostic(Rule.PROGRAM_SHAPE, "`main` takes one argument, the `World` the runtime hands it",
                            None, file_hint=hint)]
     if sig.ret != INT:
-        return [Diagnostic("program-shape", "`main` returns `int`, the process exit status", None, file_hint=hint)]
+        return [Diagnostic(Rule.PROGRAM_SHAPE, "`main` returns `int`, the process exit status", None, file_hint=hint)]
     prog.main = main.key
     return []
 
@@ -210,33 +211,33 @@ def check_extern(it: ItemRef) -> None:
     sig: FnSig = it.sig
     d: ast.ExternFn = it.decl
     if sig.tparams:
-        raise Refusal("foreign-declaration", f"`{it.name}` has type parameters, but C has none to instantiate", d.name.span)
+        raise Refusal(Rule.FOREIGN_DECLARATION, f"`{it.name}` has type parameters, but C has none to instantiate", d.name.span)
     ffis: list[Cap] = []
     for (name, t), p in zip(sig.params, d.params):
         if isinstance(t, Ref) and isinstance(t.target, Cap):
             if t.target.kind != "Ffi":
-                raise Refusal("foreign-boundary-type", f"a foreign function takes only an `Ffi` capability, not `{t.target}`", p.ty.span)
+                raise Refusal(Rule.FOREIGN_BOUNDARY_TYPE, f"a foreign function takes only an `Ffi` capability, not `{t.target}`", p.ty.span)
             ffis.append(t.target)
             continue
         if isinstance(t, Ref) and t.target == Slice(Prim("byte")):
             continue
         if t in BOUNDARY_PARAMS:
             continue
-        raise Refusal("foreign-boundary-type",
+        raise Refusal(Rule.FOREIGN_BOUNDARY_TYPE,
                       f"`{t}` cannot cross into C: parameters are `int`, `bool`, `c_ptr`, byte slices or a borrowed `Ffi`",
                       p.ty.span)
     if sig.ret not in BOUNDARY_RESULTS:
-        raise Refusal("foreign-boundary-type", f"a foreign result is `int`, `bool` or `c_ptr` (`c_int` reads a C `int`), not `{sig.ret}`", d.ret.span)
+        raise Refusal(Rule.FOREIGN_BOUNDARY_TYPE, f"a foreign result is `int`, `bool` or `c_ptr` (`c_int` reads a C `int`), not `{sig.ret}`", d.ret.span)
     if len(ffis) != 1:
-        raise Refusal("foreign-declaration", f"`{it.name}` must borrow exactly one `Ffi` capability", d.name.span)
+        raise Refusal(Rule.FOREIGN_DECLARATION, f"`{it.name}` must borrow exactly one `Ffi` capability", d.name.span)
     lib = ffis[0].literal
     if lib == "":
-        raise Refusal("foreign-declaration", f"`{it.name}` borrows the root `Ffi(\"\")`; narrow it to a library first", d.name.span)
+        raise Refusal(Rule.FOREIGN_DECLARATION, f"`{it.name}` borrows the root `Ffi(\"\")`; narrow it to a library first", d.name.span)
     if lib is not None and "," in lib:
-        raise Refusal("foreign-declaration", f"`{it.name}` must name exactly one library, not `{lib}`", d.name.span)
+        raise Refusal(Rule.FOREIGN_DECLARATION, f"`{it.name}` must name exactly one library, not `{lib}`", d.name.span)
     want = LabelT("ffi", lib)
     if sig.row != frozenset({want}):
-        raise Refusal("effect-not-declared" if want not in sig.row else "effect-declared-not-performed",
+        raise Refusal(Rule.EFFECT_NOT_DECLARED if want not in sig.row else Rule.EFFECT_DECLARED_NOT_PERFORMED,
                       f"`{it.name}`'s row must be exactly [{want}]", d.row.span)
 
 
@@ -251,7 +252,7 @@ def check_fn(it: ItemRef, modules: dict[str, ModuleScope], prog: CheckedProgram)
         return None
     if it.kind == "static" and checked.performed:
         label = sorted(checked.performed, key=lambda l: (l.name, l.arg or ""))[0]
-        return Diagnostic("static-item", f"a static performs nothing, but `{it.name}` performs `{label}`", decl.name.span)
+        return Diagnostic(Rule.STATIC_ITEM, f"a static performs nothing, but `{it.name}` performs `{label}`", decl.name.span)
     d = check_flow(decl)
     if d is not None:
         return d
@@ -264,10 +265,10 @@ def check_fn(it: ItemRef, modules: dict[str, ModuleScope], prog: CheckedProgram)
         kind, label = bad
         from .types import row_str
         if kind == "not-declared":
-            return Diagnostic("effect-not-declared",
+            return Diagnostic(Rule.EFFECT_NOT_DECLARED,
                               f"`{it.name}` performs `{label}`, which its row {row_str(it.sig.row)} does not declare; "
                               "narrow the body or widen the row", decl.name.span)
-        return Diagnostic("effect-declared-not-performed",
+        return Diagnostic(Rule.EFFECT_DECLARED_NOT_PERFORMED,
                           f"`{it.name}` declares `{label}`, which its body never performs; remove it from the row "
                           "(a row is exact: `[]` means pure)", decl.name.span)
     prog.fns[it.key] = checked

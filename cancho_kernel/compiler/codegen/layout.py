@@ -26,6 +26,7 @@ from llvmlite import binding as llvm
 from llvmlite import ir
 
 from ..check.typetable import TypeTable
+from ..layout import RECORD_CHUNK, RuntimeLayout
 from ..check.types import (BOOL, BYTE, CINT, CPTR, F32, FLOAT, INT, Adt, BoxT, Cap, FnT, Handle,
                            Ref, Slice, Tuple, Type)
 
@@ -34,7 +35,6 @@ PTR = ir.PointerType()
 DOUBLE, FLOATT = ir.DoubleType(), ir.FloatType()
 SLICE = ir.LiteralStructType([PTR, I64])
 LITERAL_SPELLING_LIMIT = 64  # characters; a record type spelled longer than this gets a name
-RECORD_CHUNK = 16  # members per LLVM struct level; larger records nest chunks of this many
 
 
 class Layout:
@@ -55,6 +55,7 @@ class Layout:
         self._sizes: dict[str, int] = {}
         self._payload_types: dict[tuple, Optional[ir.Type]] = {}
         self._names: dict[str, int] = {}
+        self.runtime = RuntimeLayout(types)  # sizes and strides shared with the evaluator
 
     def lty(self, t: Type) -> Optional[ir.Type]:
         """The LLVM type of a value of type t; None when it has no run-time representation."""
@@ -180,11 +181,12 @@ class Layout:
         return self._payload_types[key]
 
     def payload_words(self, t: Adt) -> int:
-        words = 0
+        """The shared layout's payload words, checked against every variant's LLVM struct."""
+        words = self.runtime.payload_words(t)
         for _, payload in self.variants(t):
             st = self.variant_struct(payload)
-            if st is not None:
-                words = max(words, (st.get_abi_size(self.td) + 7) // 8)
+            if st is not None and self.size(st) > 8 * words:
+                raise NotImplementedError(f"the layout of `{t}` disagrees with LLVM's (a bug in cancho-kernel)")
         return words
 
     def size(self, t: ir.Type) -> int:
@@ -198,15 +200,17 @@ class Layout:
 
     def elem_storage(self, t: Type) -> tuple[ir.Type, int]:
         """How one slice element is stored: (LLVM type in memory, stride in bytes). Bytes are
-        packed; booleans take a full 8-byte slot; aggregates use their natural layout."""
+        packed; booleans take a full 8-byte slot; aggregates use their natural layout (the
+        stride is the shared layout's, compiler/layout.py, so the evaluator agrees)."""
         if t == BYTE:
             return I8, 1
         if t == BOOL:
             return I64, 8
         lt = self.lty(t)
-        if lt is None:
-            raise NotImplementedError(f"slices of `{t}` are not supported")
-        return lt, max(8, ((self.size(lt) + 7) // 8) * 8)
+        stride = self.runtime.stride(t)
+        if lt is None or self.size(lt) > stride:
+            raise NotImplementedError(f"the layout of `{t}` disagrees with LLVM's (a bug in cancho-kernel)")
+        return lt, stride
 
 
 def _spelled_out(t: ir.Type) -> ir.Type:

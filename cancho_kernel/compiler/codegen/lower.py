@@ -18,7 +18,8 @@ from .. import ast
 from ..check.body import CallTarget, CheckedFn, Local
 from ..check.program import CheckedProgram
 from ..check.types import (substitute, BOOL, BYTE, CPTR, F32, FLOAT, INT, Ref, Slice, Type)
-from ..diagnostics import Diagnostic
+from ..diagnostics import Diagnostic, Rule
+from ..layout import ARENA_BYTES
 from .aggregates import AggregateLowering
 from .builtins import BuiltinLowering
 from .layout import Layout
@@ -28,7 +29,6 @@ I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
 DOUBLE, FLOATT = ir.DoubleType(), ir.FloatType()
 SLICE = ir.LiteralStructType([PTR, I64])
-ARENA_BYTES = 65536
 
 
 def symbol(key: str) -> str:
@@ -80,9 +80,9 @@ def lower_program(prog: CheckedProgram) -> tuple[Optional[str], list[Diagnostic]
         with collector_paused():
             return ModuleLowering(prog).lower(), []
     except Unsupported as e:
-        return None, [Diagnostic("internal", str(e), e.span)]
+        return None, [Diagnostic(Rule.INTERNAL, str(e), e.span)]
     except NotImplementedError as e:
-        return None, [Diagnostic("internal", str(e), None)]
+        return None, [Diagnostic(Rule.INTERNAL, str(e), None)]
 
 
 class ModuleLowering:
@@ -625,9 +625,12 @@ class FnLowering(AggregateLowering, BuiltinLowering):
             params = [self.lty(p) for p in ft.params]
             ret = self.lty(ft.ret)
             fnty = ir.FunctionType(ret if ret is not None else I64, [p for p in params if p is not None])
-            # A typed view of the pointer so llvmlite knows the callee's function type.
-            callee = ir.instructions.CastInstr(self.b.block, "bitcast", fp, fnty.as_pointer())
-            self.b._insert(callee)
+            # A typed view of the pointer so llvmlite knows the callee's function type: stored and
+            # read back through a slot (its builder folds a bitcast between pointers away, as
+            # they are all `ptr`); SROA removes the slot.
+            slot = self.alloca_builder.alloca(PTR, name="fnptr")
+            self.b.store(fp, slot)
+            callee = self.b.load(slot, typ=fnty.as_pointer())
             return self.b.call(callee, [a for a in args if a is not None])
         if target.kind == "extern":
             return self.foreign_call(target, e)
