@@ -34,6 +34,16 @@ LAB_SETTINGS = {
 }
 
 
+def _die_with_parent() -> None:
+    """In the server's child, before exec: SIGTERM when the test process dies, so a killed test
+    run (its fixtures never torn down) does not leave a Lab server and its kernels behind; Lab
+    shuts its kernels down on SIGTERM."""
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM, 0, 0, 0)
+
+
 def chromium_path() -> str | None:
     """Debian's Chromium, or the one named by CANCHO_CHROMIUM."""
     named = os.environ.get("CANCHO_CHROMIUM")
@@ -75,7 +85,8 @@ class LabServer:
              f"--ServerApp.root_dir={self.root}", f"--IdentityProvider.token={self.token}",
              "--ServerApp.port_retries=0", "--LabApp.news_url=", "--ServerApp.open_browser=False",
              *(["--allow-root"] if os.geteuid() == 0 else [])],
-            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.root, start_new_session=True)
+            stdout=log, stderr=subprocess.STDOUT, env=env, cwd=self.root, start_new_session=True,
+            preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None)
         log.close()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
