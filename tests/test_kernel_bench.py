@@ -405,3 +405,20 @@ def test_a_claim_is_checked_and_printed_without_a_figure(kernel):
     for claim in ("C:hello < 2", "C:hello / C:nobody < 2", "C:hello / C:sleepy < 0"):
         refused = run(kernel, f'%bench C:sleepy C:hello --runs 1 --claim "{claim}"')
         assert refused.status == "error" and refused.error["ename"] == "directive-error", claim
+
+
+def test_bench_runs_get_the_session_limits(monkeypatch):
+    """A bench run is limited like any run (memory, CPU, processes), with its own timeout and no
+    output kept."""
+    from types import SimpleNamespace
+
+    from cancho_kernel.kernel.bench import parse_bench_options
+    from cancho_kernel.kernel.directives import Settings
+
+    monkeypatch.delenv("CANCHO_BENCH_RUNS", raising=False)
+    settings = Settings()
+    opts = parse_bench_options("a --runs 2 --timeout 7", SimpleNamespace(settings=settings), cell=False)
+    session = settings.run_limits()
+    assert opts.limits.memory == session.memory is not None
+    assert (opts.limits.cpu_seconds, opts.limits.processes) == (session.cpu_seconds, session.processes)
+    assert (opts.limits.timeout, opts.limits.max_output) == (7.0, 0)

@@ -23,6 +23,7 @@ with a ``bench-run-failed`` error: a time is only worth showing for a program th
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import statistics
 import threading
@@ -167,6 +168,7 @@ class BenchOptions:
     interactive: bool = False
     ranges: list[tuple[str, int, int, int]] = field(default_factory=list)
     claims: list[Claim] = field(default_factory=list)
+    limits: RunLimits = field(default_factory=RunLimits)   # the session's, with this bench's timeout
 
 
 def _bench_parser(prog: str, cell: bool) -> _Parser:
@@ -226,6 +228,7 @@ def parse_bench_options(args: str, ctx: Context, cell: bool) -> BenchOptions:
                         args=list(ns.args) if ns.args is not None else None,
                         timeout=parse_seconds(ns.timeout) if ns.timeout is not None else ctx.settings.timeout,
                         expect_status=ns.expect_status, claims=claims)
+    opts.limits = dataclasses.replace(ctx.settings.run_limits(), timeout=opts.timeout, max_output=0)
     if cell:
         b = ns.backend or ctx.settings.backend
         opts.backends = BACKENDS if b == "both" else (b,)
@@ -285,7 +288,7 @@ def measure(runner, items: list[Item], opts: BenchOptions, progress=None) -> Non
 
     Raises :class:`BenchFailed` or :class:`BenchInterrupted`."""
     target, _how = bench_target(opts.stdout)
-    limits = RunLimits(timeout=opts.timeout, max_output=0, memory=None)
+    limits = opts.limits
     total = (opts.warmup + opts.runs) * len(items)
     done = 0
     for rnd in range(opts.warmup + opts.runs):
@@ -567,8 +570,7 @@ def _c(ctx: Context, args: str, body: Body) -> None:
 def run_once(ctx: Context, prog: Program, note: str, meta: dict) -> None:
     """Run a named program once the way ``%%run`` shows a run."""
     target = StdoutTarget.pipe()
-    limits = RunLimits(timeout=ctx.settings.timeout, max_output=ctx.settings.max_output,
-                       memory=ctx.settings.memory)
+    limits = ctx.settings.run_limits()
     result, error, interrupted = interruptible(
         lambda cancel: prog.run(ctx.runner, stdin=prog.stdin, args=prog.args, target=target, limits=limits,
                                 cancel=cancel))
