@@ -388,22 +388,27 @@ def test_full_mode_runs_every_bench_the_same_number_of_times(monkeypatch):
     assert parse_bench_options("a --runs 4", SimpleNamespace(settings=Settings()), cell=False).runs == 4
 
 
+C_BUSY = ("#include <stdint.h>\nint main(void) { volatile uint64_t s = 0; "
+          "for (uint64_t i = 0; i < 60000000; i++) s += i; return (int)(s & 0); }\n")
+
+
 def test_a_claim_is_checked_and_printed_without_a_figure(kernel):
+    """Claims compare CPU time (a busy loop against a hello that does almost nothing)."""
     assert run(kernel, "%%c hello\n" + C_HELLO).status == "ok"
-    assert run(kernel, "%%c sleepy\n" + C_SLEEPY).status == "ok"
-    ok = run(kernel, '%bench C:sleepy C:hello --runs 2 --warmup 0 --claim "C:hello / C:sleepy < 0.9" '
-                     '--claim "C sleepy / C hello >= 1"')
+    assert run(kernel, "%%c busy\n" + C_BUSY).status == "ok"
+    ok = run(kernel, '%bench C:busy C:hello --runs 2 --warmup 0 --claim "C:hello / C:busy < 0.9" '
+                     '--claim "C busy / C hello >= 1"')
     assert ok.status == "ok", ok.outputs
     assert ok.result["data"]["text/plain"].split("\n")[1:] == [
-        "claim C:hello / C:sleepy < 0.9: holds", "claim C sleepy / C hello >= 1: holds"]
+        "claim C:hello / C:busy < 0.9: holds", "claim C busy / C hello >= 1: holds"]
     assert [c["holds"] for c in ok.result["metadata"]["cancho"]["bench"]["claims"]] == [True, True]
-    bad = run(kernel, '%bench C:sleepy C:hello --runs 2 --warmup 0 --claim "C:sleepy / C:hello < 0.5"')
+    bad = run(kernel, '%bench C:busy C:hello --runs 2 --warmup 0 --claim "C:busy / C:hello < 0.5"')
     assert bad.status == "error" and bad.error["ename"] == "claim-failed", bad.outputs
-    assert "C:sleepy / C:hello < 0.5 does not hold" in bad.error["evalue"]
+    assert "C:busy / C:hello < 0.5 does not hold" in bad.error["evalue"]
     assert any("image/png" in d["data"] for d in bad.of("display_data"))  # the evidence is shown
-    assert bad.result["data"]["text/plain"].endswith("claim C:sleepy / C:hello < 0.5: DOES NOT HOLD")
-    for claim in ("C:hello < 2", "C:hello / C:nobody < 2", "C:hello / C:sleepy < 0"):
-        refused = run(kernel, f'%bench C:sleepy C:hello --runs 1 --claim "{claim}"')
+    assert bad.result["data"]["text/plain"].endswith("claim C:busy / C:hello < 0.5: DOES NOT HOLD")
+    for claim in ("C:hello < 2", "C:hello / C:nobody < 2", "C:hello / C:busy < 0"):
+        refused = run(kernel, f'%bench C:busy C:hello --runs 1 --claim "{claim}"')
         assert refused.status == "error" and refused.error["ename"] == "directive-error", claim
 
 

@@ -441,7 +441,7 @@ def publish(ctx: Context, doc: dict, claims: list[Claim] | None = None) -> None:
     failed = [v for v in verdicts if not v.holds]
     if failed:
         ctx.fail(P.simple_failure("claim-failed", "; ".join(
-            f"{v.claim.text} does not hold: the paired median is {v.ratio:.2f}" for v in failed)))
+            f"{v.claim.text} does not hold: the paired median of CPU time is {v.ratio:.2f}" for v in failed)))
 
 
 def _bench_and_publish(ctx: Context, programs: list[tuple[Program, str]], opts: BenchOptions) -> None:
@@ -483,7 +483,7 @@ def resolve_names(ctx: Context, names: list[str]) -> list[tuple[Program, str]]:
            "[--stdin TEXT | --stdin-file PATH] [--timeout S] [--expect-status N] [--args A ...] [--claim \"A / B < K\" ...]",
            "time named programs (`%%run --name`, `%%c NAME`; `C:NAME` is the C baseline): a warm-up round, "
            "then N interleaved runs each (default 9) to /dev/null; plot, table, ratios to the first; "
-           "--claim checks a ratio (paired median of wall times) and fails the cell when it does not hold")
+           "--claim checks a ratio (paired median of CPU times, user + sys) and fails the cell when it does not hold")
 def _bench_line(ctx: Context, args: str, body: Body) -> None:
     if not body.blank:
         raise DirectiveError("%bench times named programs; to time this cell's program use %%bench")

@@ -1,8 +1,9 @@
 """``--claim "A / B < K"`` on a bench: a design document's timing claim, checked by the cell.
 
 A claim compares two of the bench's programs by the median of their paired per-round ratios of
-wall time (run i of A divided by run i of B, so a slow spell of a shared machine hits both), and
-holds when that median satisfies the comparison. What a claim prints never holds a timing
+CPU time, user + sys (run i of A divided by run i of B). CPU time is the program's own work: on a
+loaded machine wall time also counts the time other processes held the cores, and short runs'
+wall ratios then swing by several times, while their CPU ratios hold. What a claim prints never holds a timing
 (``claim putchar / C:putchar < 2: holds``), so strict nbval compares it on any machine that keeps
 the claim; the measured ratio goes into the table's HTML and the display's metadata. A claim
 that does not hold fails the cell, after the plot and table are shown.
@@ -43,7 +44,7 @@ class Claim:
 @dataclass(frozen=True)
 class Verdict:
     claim: Claim
-    ratio: float      # median of paired per-round ratios a/b
+    ratio: float      # median of paired per-round ratios a/b of CPU time
     holds: bool
 
 
@@ -74,12 +75,17 @@ def check_names(claims: list[Claim], labels_and_refs: list[tuple[str, str | None
         _find(items, c.b)
 
 
+def _cpu(item: dict) -> list[float]:
+    """The item's CPU time per run (user + sys, ms)."""
+    return [u + s for u, s in zip(item["samples"]["user_ms"], item["samples"]["sys_ms"])]
+
+
 def judge(claims: list[Claim], doc: dict) -> list[Verdict]:
     """Each claim against a bench document (``bench.document``)."""
     out = []
     for c in claims:
         a, b = _find(doc["items"], c.a), _find(doc["items"], c.b)
-        pairs = [x / y for x, y in zip(a["samples"]["wall_ms"], b["samples"]["wall_ms"]) if y > 0]
+        pairs = [x / y for x, y in zip(_cpu(a), _cpu(b)) if y > 0]
         ratio = statistics.median(pairs) if pairs else float("inf")
         out.append(Verdict(c, ratio, _OPS[c.op](ratio, c.bound)))
     return out

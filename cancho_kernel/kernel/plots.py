@@ -67,8 +67,8 @@ def table(doc: dict) -> str:
                      "their peak RSS, so only differences above it mean anything.")
     for c in doc.get("claims", []):
         verdict = "holds" if c["holds"] else "<b>does not hold</b>"
-        notes.insert(0, f"claim <code>{html.escape(c['claim'])}</code> {verdict}: paired median "
-                        f"{c['ratio']:.2f}")
+        notes.insert(0, f"claim <code>{html.escape(c['claim'])}</code> {verdict}: paired median of CPU "
+                        f"time (user + sys) {c['ratio']:.2f}")
     values = doc.get("values")
     if values:
         notes.insert(0, "values: " + ", ".join(f"{html.escape(k)}={v}" for k, v in values.items()))
