@@ -28,7 +28,7 @@ from .. import ast
 from ..diagnostics import Diagnostic, Rule
 from .checked import CallTarget, CheckedFn
 from .limits import MAX_INSTANCES, MAX_TYPE_NODES, tree_size
-from .typecycles import all_types
+from .typecycles import all_types, reaches
 from .types import Param, Type, children, substitute
 
 ParamNode = tuple[str, str]  # (function key, type parameter name)
@@ -90,20 +90,6 @@ def polymorphic_recursion(fns: dict[str, CheckedFn]) -> Optional[Diagnostic]:
                     f"`{source[1]}`, and leads back to it: every instantiation asks for a larger one, so "
                     f"there would be infinitely many (polymorphic recursion)", edge.call.span)
     return None
-
-
-def reaches(edges: dict[ParamNode, list[CallEdge]], start: ParamNode, goal: ParamNode) -> bool:
-    seen = {start}
-    stack = [start]
-    while stack:
-        n = stack.pop()
-        if n == goal:
-            return True
-        for e in edges.get(n, ()):
-            if e.target not in seen:
-                seen.add(e.target)
-                stack.append(e.target)
-    return False
 
 
 def size_under(t: Type, sizes: dict[str, int]) -> int:

@@ -86,7 +86,9 @@ def non_regular(decls: dict[str, TypeDecl]) -> dict[str, Refusal]:
     return refused
 
 
-def reaches(edges: dict[ParamNode, list[ParamEdge]], start: ParamNode, goal: ParamNode) -> bool:
+def reaches(edges: dict, start: ParamNode, goal: ParamNode) -> bool:
+    """Whether ``goal`` can be reached from ``start`` along ``edges`` (each edge has a ``target``);
+    shared by the type-declaration and the call-graph cycle checks."""
     seen = {start}
     stack = [start]
     while stack:
