@@ -361,12 +361,9 @@ def _reaper(compiled, argv: list[str], limits: RunLimits, parent: int) -> NoRetu
         if os.getppid() != parent:
             os._exit(128 + signal.SIGKILL)
         cpu = limits.cpu_seconds
-        program = os.fork()
-        if program == 0:
-            mcjit.become_program(compiled.main_address, argv, None, limits.memory,
-                                 die_with_parent=True,
-                                 cpu_seconds=None if cpu is None else max(1, int(cpu)),
-                                 nproc=limits.nproc_limit())
+        program = mcjit.spawn_program(compiled.main_address, argv, None, limits.memory,
+                                      cpu_seconds=None if cpu is None else max(1, int(cpu)),
+                                      nproc=limits.nproc_limit())
         try:
             while True:
                 try:

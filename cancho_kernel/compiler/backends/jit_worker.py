@@ -48,6 +48,9 @@ from typing import Any
 from .process import become_subreaper, kill_children
 
 _HEADER = struct.Struct("!I")
+# Set to "1" in the worker's environment to start runs from Python instead of the C child
+# (mcjit.spawn_program); the tests run both.
+PYTHON_CHILD_ENV = "CANCHO_JIT_PYTHON_CHILD"
 MAX_FDS = 8
 
 
@@ -103,10 +106,11 @@ class Worker:
     """The worker's loop and its few most recently compiled programs (a re-run of the same IR,
     as a benchmark interleaving several programs does, skips compilation)."""
 
-    def __init__(self, sock: socket.socket) -> None:
+    def __init__(self, sock: socket.socket, python_child: bool = False) -> None:
         from collections import OrderedDict
 
         self.sock = sock
+        self.python_child = python_child  # fork in Python even when the C child is available
         self._cache: "OrderedDict[str, object]" = OrderedDict()
 
     def serve(self) -> None:
@@ -167,13 +171,16 @@ class Worker:
 
         slots = msg.get("slots")
         fd_map = None if slots is None else dict(zip(slots, fds))
-        mcjit.flush_c_stdio()
         start = time.monotonic()
-        pid = os.fork()
-        if pid == 0:
-            mcjit.become_program(compiled.main_address, msg["argv"], fd_map, msg.get("memory"),
-                                 own_group=slots is not None, die_with_parent=True,
-                                 cpu_seconds=msg.get("cpu"), nproc=msg.get("nproc"))
+        try:
+            pid = mcjit.spawn_program(compiled.main_address, msg["argv"], fd_map,
+                                      msg.get("memory"), own_group=slots is not None,
+                                      cpu_seconds=msg.get("cpu"), nproc=msg.get("nproc"),
+                                      python_child=self.python_child)
+        except OSError as exc:  # EAGAIN: the user's process limit, or no memory
+            send_msg(self.sock, {"ev": "error", "kind": "internal",
+                                 "message": f"cannot start the program: {exc}"})
+            return True
         if slots is not None:
             try:
                 os.setpgid(pid, pid)  # also here, so the client can kill the group at once
@@ -237,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     native.ensure_initialised()
     become_subreaper()
     try:
-        Worker(sock).serve()
+        Worker(sock, python_child=os.environ.get(PYTHON_CHILD_ENV) == "1").serve()
     except (BrokenPipeError, ConnectionResetError):
         pass
     finally:

@@ -15,8 +15,16 @@ What a native executable has that a forked Python process does not, and what is 
   installed. The exact size matters: it decides how many ``fwrite`` calls to ``/dev/full``
   report a short count;
 * descriptors: ``exec`` would close every close-on-exec descriptor, so they are closed here;
-* the exit path: libc ``exit(status)`` after ``main`` returns, which flushes stdio and ignores a
-  failed flush, exactly like returning from a native ``main``.
+* the exit path: after ``main`` returns, every C stream is flushed (a failed flush ignored) and
+  the process leaves with ``_exit(status)``: what libc ``exit`` does for a native program, minus
+  the worker's own atexit work (LLVM's static destructors, ~3 ms of freeing copy-on-write pages
+  that the program never used).
+
+Why the child side is C (:data:`CHILD_SOURCE`, built once with ``cc`` like the exe backend's
+launcher): a forked child that runs Python touches (copies) pages of the worker's image with
+every reference count, and each step of the Python version cost a few tenths of a millisecond;
+the C version never returns into Python, so a run costs the fork and the program. Without a C
+compiler the Python version (:func:`become_program`) is used.
 """
 
 from __future__ import annotations
@@ -24,18 +32,23 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import fcntl
+import hashlib
 import os
 import resource
+import shutil
 import signal
+import subprocess
+import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import NoReturn
 
 import llvmlite.binding as llvm
 
-from . import native
+from . import measure, native
 from .exe import LinkError
 from .process import RESET_SIGNALS
 
@@ -218,7 +231,8 @@ def become_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int
         entry = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p))(
             main_address)
         status = entry(len(args), c_argv)
-        _libc.exit(status)
+        _libc.fflush(None)  # what exit() does to stdio; a failed flush is ignored, as there
+        os._exit(status & 0xFF)
     except BaseException:  # noqa: BLE001 - nothing may unwind into the forking parent's code
         try:
             import traceback
@@ -228,3 +242,218 @@ def become_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int
         except BaseException:  # noqa: BLE001
             pass
     os._exit(127)
+
+
+# -- the child side in C ---------------------------------------------------------------------------
+
+CHILD_SOURCE = r"""
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+typedef int (*main_fn)(int, char **);
+
+static void fail(const char *what) {
+    char buf[256];
+    int n = snprintf(buf, sizeof buf,
+                     "cancho: the JIT child failed before running the program: %s: %s\n",
+                     what, strerror(errno));
+    if (n > 0) { ssize_t w = write(2, buf, (size_t)n); (void)w; }
+    _exit(127);
+}
+
+/* The address space this process has now (VmSize), bytes; 0 if unknown. */
+static unsigned long long vm_size(void) {
+    char buf[8192];
+    size_t len = 0;
+    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
+        if (n <= 0) break;
+        len += (size_t)n;
+        if (len == sizeof buf - 1) break;
+    }
+    close(fd);
+    buf[len] = 0;
+    char *p = strstr(buf, "VmSize:");
+    return p ? strtoull(p + 7, NULL, 10) * 1024ULL : 0;
+}
+
+/* Close what exec would have closed: every close-on-exec descriptor above 2. */
+static void close_exec_descriptors(void) {
+    int victims[256];
+    for (;;) {
+        int n = 0, more = 0;
+        DIR *d = opendir("/proc/self/fd");
+        if (d == NULL) return;
+        int self = dirfd(d);
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
+            int fd = atoi(e->d_name);
+            if (fd <= 2 || fd == self) continue;
+            int flags = fcntl(fd, F_GETFD);
+            if (flags < 0 || !(flags & FD_CLOEXEC)) continue;
+            if (n == (int)(sizeof victims / sizeof victims[0])) { more = 1; break; }
+            victims[n++] = fd;
+        }
+        closedir(d);
+        for (int i = 0; i < n; i++) close(victims[i]);
+        if (!more) return;
+    }
+}
+
+/* C stdio as libc sets it up lazily for a fresh process (see mcjit.py). */
+static void restore_stdio(void) {
+    FILE *streams[2] = {stdin, stdout};
+    for (int fd = 0; fd < 2; fd++) {
+        size_t size = 8192;  /* glibc's BUFSIZ, capped by the descriptor's st_blksize */
+        int mode = _IOFBF;
+        struct stat st;
+        if (fstat(fd, &st) == 0) {
+            if (st.st_blksize > 0 && (size_t)st.st_blksize < size) size = (size_t)st.st_blksize;
+            if (isatty(fd)) mode = _IOLBF;
+        }
+        setvbuf(streams[fd], malloc(size), mode, size);
+    }
+    setvbuf(stderr, NULL, _IONBF, 0);
+}
+
+static void set_limit(int resource, unsigned long long soft, unsigned long long hard,
+                      const char *what) {
+    struct rlimit rl = {(rlim_t)soft, (rlim_t)hard};
+    if (setrlimit(resource, &rl) != 0) fail(what);
+}
+
+/* Fork; in the child become the program and never return. fds[0..2]: the child's 0/1/2
+   (-1 closes it); use_fds 0 keeps the inherited ones. memory/cpu/nproc < 0: no limit.
+   Returns the child's pid, or -errno. */
+int cancho_jit_spawn(void *entry, int argc, char **argv, int use_fds, const int *fds,
+                     int own_group, int parent, long long memory, long long cpu, long long nproc,
+                     const int *reset, int nreset) {
+    pid_t pid = fork();
+    if (pid < 0) return -errno;
+    if (pid > 0) return (int)pid;
+    if (own_group && setpgid(0, 0) != 0) fail("setpgid");
+    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
+    if (getppid() != parent) _exit(137);
+    for (int i = 0; i < nreset; i++) signal(reset[i], SIG_DFL);
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, NULL);
+    if (use_fds) {
+        for (int target = 0; target < 3; target++) {
+            if (fds[target] < 0) {
+                close(target);
+            } else if (fds[target] == target) {
+                int flags = fcntl(target, F_GETFD);
+                if (flags >= 0) fcntl(target, F_SETFD, flags & ~FD_CLOEXEC);
+            } else if (dup2(fds[target], target) < 0) {
+                fail("dup2");
+            }
+        }
+        for (int i = 0; i < 3; i++) {
+            if (fds[i] > 2) close(fds[i]);
+        }
+    }
+    close_exec_descriptors();
+    if (memory >= 0) {
+        unsigned long long limit = vm_size() + (unsigned long long)memory;
+        set_limit(RLIMIT_AS, limit, limit, "RLIMIT_AS");
+    }
+    if (cpu >= 0) set_limit(RLIMIT_CPU, (unsigned long long)cpu, (unsigned long long)cpu + 1,
+                            "RLIMIT_CPU");
+    if (nproc >= 0) set_limit(RLIMIT_NPROC, (unsigned long long)nproc,
+                              (unsigned long long)nproc, "RLIMIT_NPROC");
+    restore_stdio();
+    int status = ((main_fn)entry)(argc, argv);
+    fflush(NULL);  /* what exit() does to stdio; a failed flush is ignored, as there */
+    _exit(status);
+}
+"""
+
+
+@lru_cache(maxsize=1)
+def _child_library() -> ctypes.CDLL | None:
+    """The compiled C child (built on first use into the launcher's cache directory, keyed by
+    the source's hash); None without a C compiler or when the build fails."""
+    digest = hashlib.sha256(CHILD_SOURCE.encode()).hexdigest()[:16]
+    target = measure._cache_dir() / f"jit-child-{digest}.so"
+    if not target.is_file():
+        cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
+        if not cc:
+            return None
+        try:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            with tempfile.TemporaryDirectory() as tmp:
+                src = Path(tmp) / "jit_child.c"
+                src.write_text(CHILD_SOURCE)
+                out = Path(tmp) / "jit_child.so"
+                r = subprocess.run([*cc.split(), "-O2", "-shared", "-fPIC", "-o", str(out),
+                                    str(src)], capture_output=True)
+                if r.returncode != 0:
+                    return None
+                os.replace(out, target)  # atomic: concurrent builders agree on one file
+        except OSError:
+            return None
+    try:
+        lib = ctypes.CDLL(str(target))
+    except OSError:
+        return None
+    fn = lib.cancho_jit_spawn
+    fn.restype = ctypes.c_int
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int,
+                   ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int, ctypes.c_longlong,
+                   ctypes.c_longlong, ctypes.c_longlong, ctypes.POINTER(ctypes.c_int),
+                   ctypes.c_int]
+    return lib
+
+
+def native_child_available() -> bool:
+    """Whether runs start through the C child (else the Python one)."""
+    return _child_library() is not None
+
+
+def spawn_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int] | None,
+                  memory: int | None = None, *, own_group: bool = False,
+                  cpu_seconds: int | None = None, nproc: int | None = None,
+                  python_child: bool = False) -> int:
+    """Fork a child that becomes the program (the contract of :func:`become_program`, with
+    ``die_with_parent`` always on) and return its pid. Call it from a single-threaded process
+    only. Through the C child when it is available and ``python_child`` is false.
+
+    Raises ``OSError`` when the fork fails.
+    """
+    lib = None if python_child else _child_library()
+    if lib is None:
+        flush_c_stdio()
+        pid = os.fork()
+        if pid == 0:
+            become_program(main_address, argv, fd_map, memory, own_group=own_group,
+                           die_with_parent=True, cpu_seconds=cpu_seconds, nproc=nproc)
+        return pid
+    args = [a.encode("utf-8", "surrogateescape") for a in argv]
+    c_argv = (ctypes.c_char_p * (len(args) + 1))(*args, None)
+    fds = (ctypes.c_int * 3)(*(-1 if fd_map is None else fd_map.get(s, -1) for s in (0, 1, 2)))
+    reset = (ctypes.c_int * len(RESET_SIGNALS))(*(int(s) for s in RESET_SIGNALS))
+
+    def num(value: int | None) -> int:
+        return -1 if value is None else int(value)
+
+    flush_c_stdio()
+    pid = lib.cancho_jit_spawn(main_address, len(args), c_argv, int(fd_map is not None), fds,
+                               int(own_group), os.getpid(), num(memory), num(cpu_seconds),
+                               num(nproc), reset, len(RESET_SIGNALS))
+    if pid < 0:
+        raise OSError(-pid, os.strerror(-pid))
+    return pid

@@ -1,0 +1,174 @@
+"""The child side of a JIT run, both ways it can be started: the C child (``mcjit.CHILD_SOURCE``,
+the fast path) and the Python fallback (a worker started with ``CANCHO_JIT_PYTHON_CHILD=1``).
+
+Each must be indistinguishable from the exe backend: same bytes, same status, same death, same
+limits, and nothing of the worker's own descriptors left open in the program. The programs are
+the hand-written IR of ``test_backends.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from cancho_kernel.compiler.backends import exe, mcjit
+from cancho_kernel.compiler.backends.jit import JitWorker
+from cancho_kernel.compiler.backends.jit_worker import PYTHON_CHILD_ENV
+from cancho_kernel.compiler.backends.process import (
+    RunLimits,
+    RunResult,
+    StdoutTarget,
+    run_executable,
+)
+from test_backends import (
+    ARGV,
+    ECHO_STDIN,
+    HELLO,
+    LOOP_FOREVER,
+    SEGFAULT,
+    SHORT_WRITES,
+    SMALL_OUTPUT_THEN_TRAP,
+    TRAP_AFTER_OUTPUT,
+    program,
+    returns,
+)
+
+# Counts the program's open descriptors above 2 (fcntl(fd, F_GETFD) succeeds) among 3..255.
+OPEN_DESCRIPTORS = program(r"""
+declare i32 @fcntl(i32, i32, ...)
+define i64 @lexs_main() {
+entry:
+  br label %loop
+loop:
+  %fd = phi i32 [3, %entry], [%next, %loop]
+  %count = phi i64 [0, %entry], [%count2, %loop]
+  %r = call i32 (i32, i32, ...) @fcntl(i32 %fd, i32 1)
+  %open = icmp sge i32 %r, 0
+  %inc = zext i1 %open to i64
+  %count2 = add i64 %count, %inc
+  %next = add i32 %fd, 1
+  %done = icmp eq i32 %next, 256
+  br i1 %done, label %exit, label %loop
+exit:
+  ret i64 %count2
+}
+""")
+
+MALLOC_1GIB = program(r"""
+declare ptr @malloc(i64)
+define i64 @lexs_main() {
+entry:
+  %p = call ptr @malloc(i64 1073741824)
+  %null = icmp eq ptr %p, null
+  br i1 %null, label %none, label %some
+none:
+  ret i64 9
+some:
+  store volatile i8 1, ptr %p
+  ret i64 0
+}
+""")
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    root = tmp_path_factory.mktemp("exe")
+    cache: dict[str, str] = {}
+
+    def get(ir: str) -> str:
+        if ir not in cache:
+            path = root / f"p{len(cache)}"
+            exe.build_executable(ir, path)
+            cache[ir] = str(path)
+        return cache[ir]
+
+    return get
+
+
+@pytest.fixture(scope="module", params=["c", "python"])
+def worker(request):
+    if request.param == "c" and not mcjit.native_child_available():
+        pytest.skip("no C compiler: the C child cannot be built (the Python one is tested)")
+    env = {PYTHON_CHILD_ENV: "1"} if request.param == "python" else {PYTHON_CHILD_ENV: "0"}
+    w = JitWorker(env=env)
+    yield w
+    w.close()
+
+
+def both(built, worker, ir: str, argv=("prog",), stdin: bytes = b"",
+         target: StdoutTarget = StdoutTarget.pipe(),
+         limits: RunLimits = RunLimits(timeout=20)) -> tuple[RunResult, RunResult]:
+    return (run_executable(built(ir), list(argv), stdin, target, limits),
+            worker.run(ir, list(argv), stdin, target, limits))
+
+
+def same(a: RunResult, b: RunResult) -> None:
+    for field in ("stdout", "stderr", "exit_status", "signal", "stdout_total", "stderr_total",
+                  "timed_out", "interrupted"):
+        assert getattr(a, field) == getattr(b, field), field
+    assert a.describe() == b.describe()
+
+
+CASES = [
+    pytest.param(HELLO, StdoutTarget.pipe(), id="hello"),
+    pytest.param(HELLO, StdoutTarget.dev_full(), id="hello-dev-full"),
+    pytest.param(HELLO, StdoutTarget.closed(), id="hello-closed"),
+    pytest.param(HELLO, StdoutTarget.broken_pipe(), id="hello-broken-pipe"),
+    pytest.param(SHORT_WRITES, StdoutTarget.dev_full(), id="short-writes"),
+    pytest.param(SMALL_OUTPUT_THEN_TRAP, StdoutTarget.pipe(), id="buffered-then-trap"),
+    pytest.param(TRAP_AFTER_OUTPUT, StdoutTarget.pipe(), id="trap"),
+    pytest.param(SEGFAULT, StdoutTarget.pipe(), id="segfault"),
+    pytest.param(returns(300), StdoutTarget.pipe(), id="status-300"),
+    pytest.param(returns(-1), StdoutTarget.pipe(), id="status-minus-1"),
+]
+
+
+@pytest.mark.parametrize("ir,target", CASES)
+def test_child_is_indistinguishable_from_exe(built, worker, ir, target):
+    a, b = both(built, worker, ir, target=target)
+    same(a, b)
+
+
+def test_no_descriptor_of_the_worker_reaches_the_program(worker):
+    """The worker's socket, the run's pipe ends and its copies of the stdio descriptors are all
+    close-on-exec, so the program (as after exec) has nothing open above 2. (The exe side is not
+    compared: it inherits whatever the test process left inheritable.)"""
+    r = worker.run(OPEN_DESCRIPTORS, ["prog"], b"", StdoutTarget.pipe(), RunLimits(timeout=20))
+    assert r.exit_status == 0
+
+
+def test_stdin_and_argv(built, worker):
+    a, b = both(built, worker, ECHO_STDIN, stdin=b"abc\x00\xff")
+    assert b.stdout == b"abc\x00\xff" + bytes([65])
+    same(a, b)
+    a, b = both(built, worker, ARGV, argv=["prog", "one", "two words", ""])
+    assert b.stdout == b"one\ntwo words\n\n" and b.exit_status == 4
+    same(a, b)
+
+
+def test_memory_limit(built, worker):
+    a, b = both(built, worker, MALLOC_1GIB, limits=RunLimits(timeout=20, memory=256 << 20))
+    assert a.exit_status == b.exit_status == 9
+    b = worker.run(MALLOC_1GIB, ["prog"], b"", StdoutTarget.pipe(), RunLimits(timeout=20))
+    assert b.exit_status == 0  # without the limit the same program gets its gigabyte
+
+
+def test_cpu_limit_kills_with_sigxcpu(worker):
+    r = worker.run(LOOP_FOREVER, ["prog"], b"", StdoutTarget.pipe(),
+                   RunLimits(timeout=30, cpu_seconds=1))
+    assert r.signal == signal.SIGXCPU and not r.timed_out
+
+
+def test_timeout_kills_the_child(worker):
+    r = worker.run(LOOP_FOREVER, ["prog"], b"", StdoutTarget.pipe(), RunLimits(timeout=0.3))
+    assert r.timed_out and r.signal == signal.SIGKILL
+
+
+def test_worker_keeps_serving_after_runs(worker):
+    pid = worker.pid
+    for _ in range(3):
+        assert worker.run(HELLO).stdout == b"hello\n"
+    assert worker.pid == pid
+    assert os.path.exists(f"/proc/{pid}")
