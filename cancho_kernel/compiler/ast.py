@@ -1,8 +1,10 @@
 """The abstract syntax tree: plain dataclasses that carry source spans.
 
-The parser builds these; later passes read them. The checker records what it learns in the
-`ty` (an expression's type) and `info` (what a name or call resolved to) slots of expressions,
-which are excluded from equality so two parses of the same text compare equal.
+The parser builds these and nothing writes them afterwards: the checker records what it learns
+(types, what names and calls resolved to, bindings) in a typed side table keyed by node
+(`check/typed.py`), so one parsed item can be checked again and again (a notebook session's
+items, for every cell) without a copy. Spans are excluded from equality, so two parses of the
+same text compare equal.
 """
 
 from __future__ import annotations
@@ -247,8 +249,7 @@ class File(Node):
 
 @dataclass(kw_only=True)
 class Expr(Node):
-    ty: object = field(default=None, compare=False, repr=False)
-    info: object = field(default=None, compare=False, repr=False)
+    pass
 
 
 @dataclass

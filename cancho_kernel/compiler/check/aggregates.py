@@ -16,6 +16,7 @@ from . import linearity as L
 from ..diagnostics import Rule
 from .signatures import TypeDecl
 from .typetable import PRELUDE_DECLS
+from .typed import ArmBinding, LocalKind, MatchShape, Member, MemberMode
 from .types import Adt, Ref, Tuple, Type, Var, substitute
 
 
@@ -126,7 +127,7 @@ class AggregateChecks:
         loc = self.lookup_local(base.name) if isinstance(base, ast.Name) else None
         if loc is not None and not isinstance(self.zonk(loc.ty), Ref):
             bt = self.zonk(loc.ty)
-            base.ty, base.info = bt, loc
+            self.record(base, bt, loc)
             self.emit(L.Touch(loc, base.span))
         else:
             bt = self.expr(base)
@@ -135,12 +136,12 @@ class AggregateChecks:
         idx, ft = self.member_of(agg, e)
         if owned:
             self.emit(L.Read(bt, e.span))
-            e.info = ("owned", idx)
+            self.resolved[e] = Member(MemberMode.OWNED, idx)
             return ft
         if self.is_res(ft):
-            e.info = ("ref-res", idx)
+            self.resolved[e] = Member(MemberMode.REF_RES, idx)
             return Ref(bt.region, bt.unique, ft)
-        e.info = ("ref-val", idx)
+        self.resolved[e] = Member(MemberMode.REF_VAL, idx)
         return ft
 
     def member_of(self, agg: Type, e: ast.Expr) -> tuple[int, Type]:
@@ -176,8 +177,7 @@ class AggregateChecks:
             self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
                       f"assigning to this field would discard the res value of type `{ft}` it holds", target.span)
         self.coerce(vt, ft, vspan)
-        target.ty = ft
-        target.info = ("ref-val", idx)
+        self.record(target, ft, Member(MemberMode.REF_VAL, idx))
 
     # ------------------------------------------------------------ taking apart
 
@@ -193,7 +193,7 @@ class AggregateChecks:
             if n.name in seen:
                 self.fail(Rule.DUPLICATE_DECLARATION, f"`{n.name}` is bound twice in this pattern", n.span)
             seen.add(n.name)
-        self.out.bindings[id(s)] = [self.declare(n.name, p, False, n.span, "field") for n, p in zip(s.names, t.parts)]
+        self.bindings[s] = tuple(self.declare(n.name, p, False, n.span, LocalKind.FIELD) for n, p in zip(s.names, t.parts))
 
     def match_stmt(self, s: ast.Match) -> None:
         st = self.expr(s.scrutinee)
@@ -221,7 +221,7 @@ class AggregateChecks:
                 def extra(pat=pat):
                     if owned:
                         self.emit(L.Discard(et, pat.span))
-                self.out.bindings[id(arm)] = []
+                locs: list = []
             else:
                 self.expect_named(pat.qualifier, pat.enum, et)
                 vname = pat.variant.name
@@ -239,8 +239,7 @@ class AggregateChecks:
                 dup = {n for n in names if names.count(n) > 1}
                 if dup:
                     self.fail(Rule.DUPLICATE_DECLARATION, f"`{sorted(dup)[0]}` is bound twice in this pattern", pat.span)
-                locs: list = []
-                self.out.bindings[id(arm)] = locs
+                locs = []
 
                 def extra(binds=binds, payload=payload, locs=locs, pat=pat):
                     for i, (b, pt) in enumerate(zip(binds, payload)):
@@ -249,13 +248,13 @@ class AggregateChecks:
                                 self.emit(L.Discard(pt, pat.span))
                             continue
                         ty = pt if owned else Ref(st.region, st.unique, pt)
-                        locs.append((i, self.declare(b.name, ty, False, b.span, "field")))
+                        locs.append((i, self.declare(b.name, ty, False, b.span, LocalKind.FIELD)))
             arms.append(self.scoped_block(arm.body, extra=extra))
+            self.bindings[arm] = ArmBinding(tuple(locs))
         if not catch_all:
             missing = [n for n in order if n not in covered]
             if missing:
                 self.fail(Rule.MATCH_NOT_EXHAUSTIVE,
                           f"this match does not cover `{missing[0]}`; add an arm for it or a final `_` arm", s.span)
-        s_info = {"owned": owned}
-        self.out.bindings[id(s)] = s_info
+        self.bindings[s] = MatchShape(owned)
         self.emit(L.Branch(arms, s.span))

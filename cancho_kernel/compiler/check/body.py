@@ -1,12 +1,14 @@
 """Checking one function body: types, places, regions, effects performed, constant folding.
 
-The walk types every expression (recorded in `expr.ty`, with what a name or call resolved to in
-`expr.info`) and records the linearity event tree (`linearity.py`) at the same time, so the
+The walk types every expression and records what each name, call and member resolved to in a
+typed side table (`typed.py`: the syntax tree is never written), and records the linearity event tree (`linearity.py`) at the same time, so the
 replay sees exactly the evaluation order the code generator will emit.
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+from types import MappingProxyType
 from typing import Callable, Optional
 
 from .. import ast
@@ -18,7 +20,9 @@ from . import linearity as L
 from .consteval import Trap, int_binary, int_neg
 from .signatures import (FnSig, TypeResolver)
 from .aggregates import AggregateChecks
-from .checked import CallTarget, CheckedFn, Local, Poisoned  # noqa: F401 - re-exported
+from .checked import CheckedFn, Poisoned  # noqa: F401 - re-exported
+from .typed import (ArmBinding, BorrowBinding, CallKind, CallTarget, FnValue, Local, LocalKind, MatchShape,  # noqa: F401
+                    NodeMap, StaticRef, TypedBody)
 from .builtin_calls import BuiltinCalls
 from .unify import TypeRelations
 from .typetable import TypeTable
@@ -51,15 +55,25 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         self.types = types
         self.subst: dict[int, Type] = {}
         self.defers: list[list[list]] = []  # per open block: the event lists of its defers
-        self.typed: list[ast.Expr] = []
+        # What the walk learns, keyed by node (never written into the tree); settled into a
+        # frozen TypedBody when the body is done.
+        self.expr_types: NodeMap = NodeMap()
+        self.resolved: NodeMap = NodeMap()
+        self.bindings: NodeMap = NodeMap()
+        self.regions: NodeMap = NodeMap()
+        self.params: list[Local] = []
+        self.performed: set = set()
+        self.callees: list[ItemRef] = []
+        self.generic_calls: list[ast.Call] = []
+        self.folded_operators = 0
+        self.folded_calls = 0
         self.all_locals: list[Local] = []
         self.scopes: list[dict[str, Local]] = [{}]
         self.open_regions: list[Region] = []  # borrow/arena regions, innermost last
         self.region_names: list[dict[str, Region]] = [dict(sig.regions)]
         self.arenas: list[Region] = []
         self.ev: list = []
-        self.consts: dict[int, object] = {}
-        self.out = CheckedFn(item, sig, [])
+        self.consts: NodeMap = NodeMap()  # expression -> its value, for literal trees
 
     # ------------------------------------------------------------ helpers
 
@@ -99,13 +113,19 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                 return env[name]
         return None
 
-    def declare(self, name: str, ty: Type, mutable: bool, span: Span, kind: str) -> Local:
+    def declare(self, name: str, ty: Type, mutable: bool, span: Span, kind: LocalKind) -> Local:
         loc = Local(name, ty, mutable, span, kind, tuple(self.open_regions))
         self.all_locals.append(loc)
         shadows = self.lookup_local(name)
         self.scopes[-1][name] = loc
         self.emit(L.Declare(loc, shadows, span))
         return loc
+
+    def record(self, e: ast.Expr, t: Type, res=None) -> None:
+        """Note an expression's type (and what it resolved to) without walking it again."""
+        self.expr_types[e] = t
+        if res is not None:
+            self.resolved[e] = res
 
     def resolver(self) -> TypeResolver:
         env: dict[str, Region] = {}
@@ -117,26 +137,52 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
 
     def check(self, decl: ast.FnDecl) -> CheckedFn:
         for (name, ty), p in zip(self.sig.params, getattr(decl, "params", [])):
-            loc = self.declare(name, ty, False, p.name.span, "param")
-            self.out.params.append(loc)
+            loc = self.declare(name, ty, False, p.name.span, LocalKind.PARAM)
+            self.params.append(loc)
         body_events, _ = self.sub_events(lambda: self.block_stmts(decl.body))
-        self.out.events = self.ev + [L.Scope(body_events, decl.body.span)]
-        self.settle()
-        return self.out
+        return self.settle(self.ev + [L.Scope(body_events, decl.body.span)])
 
-    def settle(self) -> None:
-        """Inference is over: every type must be known (else `ambiguous-type`)."""
+    def settle(self, events: list) -> CheckedFn:
+        """Inference is over: every type must be known (else `ambiguous-type`). The result is
+        frozen: locals, call targets and types with every inference variable replaced."""
+        final: dict[int, Local] = {}
         for loc in self.all_locals:
-            loc.ty = self.zonk(loc.ty)
-            if self.has_var(loc.ty):
+            t = self.zonk(loc.ty)
+            if self.has_var(t):
                 self.fail(Rule.AMBIGUOUS_TYPE,
                           f"cannot tell the type of `{loc.name}`: write it, e.g. `let {loc.name}: T = ...`", loc.span)
-        for e in self.typed:
-            e.ty = self.zonk(e.ty)
-            if self.has_var(e.ty):
-                self.fail(Rule.AMBIGUOUS_TYPE, f"cannot tell the full type of this expression (`{e.ty}`)", e.span)
-            if isinstance(e.info, CallTarget):
-                e.info.subst = {k: self.zonk(v) if isinstance(v, Type) else v for k, v in e.info.subst.items()}
+            final[loc.uid] = replace(loc, ty=t)
+        typed = TypedBody()
+        for e, t in self.expr_types.items():
+            t = self.zonk(t)
+            if self.has_var(t):
+                self.fail(Rule.AMBIGUOUS_TYPE, f"cannot tell the full type of this expression (`{t}`)", e.span)
+            typed.types[e] = t
+        for e, r in self.resolved.items():
+            typed.resolved[e] = self.settled(r, final)
+        for s, b in self.bindings.items():
+            typed.bindings[s] = self.settled(b, final)
+        for s, reg in self.regions.items():
+            typed.regions[s] = reg
+        typed.freeze()
+        return CheckedFn(self.item, self.sig, tuple(final[p.uid] for p in self.params), typed, tuple(events),
+                         frozenset(self.performed), tuple(self.callees), tuple(self.generic_calls),
+                         self.folded_operators, self.folded_calls)
+
+    def settled(self, r, final: dict[int, Local]):
+        """A resolution or binding record with its locals and type arguments settled."""
+        if isinstance(r, Local):
+            return final.get(r.uid, r)
+        if isinstance(r, CallTarget):
+            subst = {k: self.zonk(v) if isinstance(v, Type) else v for k, v in r.subst.items()}
+            return replace(r, subst=MappingProxyType(subst))
+        if isinstance(r, BorrowBinding):
+            return BorrowBinding(final[r.target.uid], final[r.ref.uid])
+        if isinstance(r, ArmBinding):
+            return ArmBinding(tuple((i, final[loc.uid]) for i, loc in r.binds))
+        if isinstance(r, tuple):
+            return tuple(final[loc.uid] for loc in r)
+        return r
 
     def block_stmts(self, block: ast.Block) -> None:
         """A block's statements; its `defer`s run (as events) when control falls off its end."""
@@ -180,8 +226,8 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                 t = want
             if t == UNIT:
                 self.fail(Rule.TYPE_MISMATCH, "this expression has no value to bind", s.value.span)
-            self.out.bindings[id(s)] = self.declare(s.name.name, t, s.mutable, s.name.span,
-                                                    "var" if s.mutable else "let")
+            self.bindings[s] = self.declare(s.name.name, t, s.mutable, s.name.span,
+                                            LocalKind.VAR if s.mutable else LocalKind.LET)
         elif isinstance(s, ast.LetStruct):
             self.let_struct(s)
         elif isinstance(s, ast.LetTuple):
@@ -221,7 +267,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             if self.lookup_region(s.name.name) is not None:
                 self.fail(Rule.DUPLICATE_DECLARATION, f"region `{s.name.name}` is already in scope", s.name.span)
             reg = Region(s.name.name, "arena", tuple(reversed(self.open_regions)))
-            self.out.regions[id(s)] = reg
+            self.regions[s] = reg
             self.arenas.append(reg)
             try:
                 self.ev.extend(self.scoped_block(s.body, region=(s.name.name, reg)))
@@ -292,8 +338,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                       f"destructuring takes the whole value apart: name every field of `{t}`; missing `{missing[0]}`",
                       s.span)
         ftypes = dict(fields)
-        locs = [self.declare(f.name, ftypes[f.name], False, f.span, "field") for f in s.fields]
-        self.out.bindings[id(s)] = locs
+        self.bindings[s] = tuple(self.declare(f.name, ftypes[f.name], False, f.span, LocalKind.FIELD) for f in s.fields)
 
     def assign(self, s: ast.Assign) -> None:
         target = s.target
@@ -313,8 +358,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                     self.fail(Rule.REFERENCE_ESCAPES_REGION,
                               f"`{target.name}` outlives region `{r.name}`, so it cannot hold `{vt}`", s.value.span)
             self.coerce(vt, loc.ty, s.value.span)
-            target.ty = loc.ty
-            target.info = loc
+            self.record(target, loc.ty, loc)
             self.emit(L.Assign(loc, target.span))
             return
         if isinstance(target, ast.Index):
@@ -323,7 +367,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                 self.fail(Rule.SHARED_REFERENCE_WRITTEN,
                           f"`{bt}` is a shared slice; writing needs a unique reference `&!`", target.span)
             self.coerce(vt, bt.target.elem, s.value.span)
-            target.ty = bt.target.elem
+            self.record(target, bt.target.elem)
             return
         if isinstance(target, ast.Unary) and target.op == "*":
             rt = self.expr(target.operand)
@@ -334,7 +378,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             if self.is_res(rt.target):
                 self.fail(Rule.LINEAR_VALUE_UNCONSUMED, f"`*r = ..` would overwrite a res value of type `{rt.target}`", target.span)
             self.coerce(vt, rt.target, s.value.span)
-            target.ty = rt.target
+            self.record(target, rt.target)
             return
         if isinstance(target, (ast.FieldAccess, ast.TupleIndex)):
             self.assign_member(target, vt, s.value.span)
@@ -354,12 +398,12 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if isinstance(loc.ty, Ref):
             pass  # a reference to a reference: legal, if unusual
         reg = Region(s.region.name, "borrow", tuple(reversed(self.open_regions)))
-        self.out.regions[id(s)] = reg
+        self.regions[s] = reg
         self.emit(L.Freeze(loc, s.unique, s.target.span))
 
         def bind_ref():
-            self.out.bindings[id(s)] = (loc, self.declare(s.region.name, Ref(reg, s.unique, loc.ty), False,
-                                                          s.region.span, "borrow"))
+            self.bindings[s] = BorrowBinding(loc, self.declare(s.region.name, Ref(reg, s.unique, loc.ty), False,
+                                                               s.region.span, LocalKind.BORROW))
         self.ev.extend(self.scoped_block(s.body, extra=bind_ref, region=(s.region.name, reg)))
         self.emit(L.Thaw(loc, s.unique))
 
@@ -367,16 +411,15 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
 
     def expr(self, e: ast.Expr) -> Type:
         t = self.zonk(self._expr(e))
-        e.ty = t
-        self.typed.append(e)
+        self.expr_types[e] = t
         return t
 
     def _expr(self, e: ast.Expr) -> Type:
         if isinstance(e, ast.IntLit):
-            self.consts[id(e)] = e.value
+            self.consts[e] = e.value
             return INT
         if isinstance(e, ast.BoolLit):
-            self.consts[id(e)] = e.value
+            self.consts[e] = e.value
             return BOOL
         if isinstance(e, ast.FloatLit):
             if e.is_f32:
@@ -463,7 +506,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
     def name(self, e: ast.Name) -> Type:
         loc = self.lookup_local(e.name)
         if loc is not None:
-            e.info = loc
+            self.resolved[e] = loc
             self.emit(L.Use(loc, e.span))
             return loc.ty
         item = self.module.items.get(e.name)
@@ -473,8 +516,8 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                     raise Poisoned()
                 if item.sig.tparams:
                     self.fail(Rule.NO_FUNCTION_VALUES, f"`{e.name}` is generic, so it cannot be a value", e.span)
-                e.info = ("fnvalue", item)
-                self.out.callees.append(item)
+                self.resolved[e] = FnValue(item)
+                self.callees.append(item)
                 sig = item.sig
                 return FnT(tuple(t for _, t in sig.params), sig.row, sig.ret)
             if item.kind == "extern":
@@ -495,7 +538,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             if item.key == self.item.key or order.index(item.name) > order.index(self.item.name):
                 self.fail(Rule.STATIC_ITEM, f"`{item.name}` is declared after `{self.item.name}`; a static reads only earlier statics",
                           e.span)
-        e.info = ("static", item)
+        self.resolved[e] = StaticRef(item)
         return item.sig.ret
 
     def unary(self, e: ast.Unary) -> Type:
@@ -509,7 +552,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                 self.fail(Rule.LINEAR_VALUE_TAKEN_APART, f"`*` would copy a res value of type `{t.target}`", e.span)
             return t.target
         t = self.expr(e.operand)
-        c = self.consts.get(id(e.operand))
+        c = self.consts.get(e.operand)
         if e.op == "-":
             if t not in (INT, FLOAT, F32):
                 self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"unary `-` takes `int`, `float` or `f32`, not `{t}`", e.span)
@@ -520,13 +563,13 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             if t != BOOL:
                 self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`!` takes `bool`, not `{t}`", e.span)
             if c is not None:
-                self.consts[id(e)] = not c
+                self.consts[e] = not c
             return BOOL
         if e.op == "~":
             if t != INT:
                 self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`~` takes `int`, not `{t}`", e.span)
             if c is not None:
-                self.consts[id(e)] = ~c
+                self.consts[e] = ~c
             return INT
         self.fail(Rule.INTERNAL, f"unknown unary operator {e.op}", e.span)
 
@@ -535,11 +578,11 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             v = compute()
         except Trap as t:
             self.fail(Rule.CONSTANT_TRAPS, str(t), e.span)
-        self.consts[id(e)] = v
+        self.consts[e] = v
         if call:
-            self.out.folded_calls += 1
+            self.folded_calls += 1
         else:
-            self.out.folded_operators += 1
+            self.folded_operators += 1
 
     def binary(self, e: ast.Binary) -> Type:
         op = e.op
@@ -584,12 +627,12 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             result = INT
         else:
             self.fail(Rule.INTERNAL, f"unknown operator {op}", e.span)
-        a, b = self.consts.get(id(e.left)), self.consts.get(id(e.right))
+        a, b = self.consts.get(e.left), self.consts.get(e.right)
         if a is not None and b is not None and lt in (INT, BOOL):
             if lt == INT:
                 self.fold(e, lambda: int_binary(op, a, b))
             elif op in EQUALITY:
-                self.consts[id(e)] = (a == b) if op == "==" else (a != b)
+                self.consts[e] = (a == b) if op == "==" else (a != b)
         return result
 
     # ------------------------------------------------------------ calls
@@ -635,8 +678,8 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         rsub: dict = {}
         for a, p in zip(e.args, ft.params):
             self.bind(p, self.expr(a), {}, rsub, free, a.span)
-        e.info = CallTarget("indirect", loc.name)
-        self.out.performed |= set(ft.row)
+        self.resolved[e] = CallTarget(CallKind.INDIRECT, loc.name)
+        self.performed |= set(ft.row)
         return ft.ret
 
     def call_item(self, e: ast.Call, item: ItemRef) -> Type:
@@ -648,11 +691,11 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         ret, subst = self.call_sig(sig, e)
         if ret == CINT:
             ret = INT  # a C `int` result is an `int` to the program
-        e.info = CallTarget(item.kind, item.name, item, sig, subst)
-        self.out.performed |= set(sig.row)
-        self.out.callees.append(item)
+        self.resolved[e] = CallTarget(CallKind(item.kind), item.name, item, sig, subst)
+        self.performed |= set(sig.row)
+        self.callees.append(item)
         if sig.tparams and item.kind == "fn":
-            self.out.generic_calls.append(e)
+            self.generic_calls.append(e)
         return ret
 
     def call_sig(self, sig: FnSig, e: ast.Call) -> tuple[Type, dict]:

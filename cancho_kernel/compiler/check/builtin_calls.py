@@ -12,7 +12,7 @@ from ..diagnostics import Refusal, Rule
 from ..source import Span
 from .builtins import BUILTINS
 from .consteval import byte_of, wrap
-from .checked import CallTarget
+from .typed import CallKind, CallTarget
 from .signatures import builtin_signature, split_type
 from .types import BYTE, INT, STATIC, Adt, BoxT, Cap, LabelT, Ref, Slice, Tuple, Type
 
@@ -70,8 +70,8 @@ class BuiltinCalls:
         self.byte_slice(e.args[1], unique=False)
         if third:
             self.byte_slice(e.args[2], unique=(third == "unique"))
-        self.out.performed.add(LabelT(label, prefix))
-        e.info = CallTarget("builtin", name, subst={"prefix": prefix})
+        self.performed.add(LabelT(label, prefix))
+        self.resolved[e] = CallTarget(CallKind.BUILTIN, name, prefix=prefix)
         return ret
 
     def byte_slice(self, a: ast.Expr, unique: bool) -> None:
@@ -97,7 +97,7 @@ class BuiltinCalls:
             if not isinstance(a, ast.StrLit):
                 self.fail(Rule.CAPABILITY_NOT_NARROWABLE, "`narrow` takes a literal: the new scope must be known when the program is checked",
                           a.span)
-            a.ty = self.zonk(Ref(STATIC, False, Slice(BYTE)))
+            self.record(a, Ref(STATIC, False, Slice(BYTE)))
             lits.append(a.value.decode("utf-8", "replace"))
         if len(lits) > 1 and t.kind not in ("Fs", "Exec"):
             self.fail(Rule.CAPABILITY_NOT_NARROWABLE, "only `Fs` and `Exec` split into several children; for libraries write one list, e.g. `narrow(ffi, \"libc,libm\")`", e.span)
@@ -129,7 +129,7 @@ class BuiltinCalls:
                 if extends_path(x, y) or extends_path(y, x):
                     self.fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`\"{x}\"` and `\"{y}\"` are nested; children must be unrelated",
                               e.span)
-        e.info = CallTarget("builtin", "narrow")
+        self.resolved[e] = CallTarget(CallKind.BUILTIN, "narrow")
         if len(lits) == 1:
             return Cap(t.kind, lits[0])
         return Tuple(tuple(Cap(t.kind, l) for l in lits))
@@ -144,7 +144,7 @@ class BuiltinCalls:
             t = self.expr(e.args[0])
             if t != Cap("World"):
                 self.mismatch(Cap("World"), t, e.args[0].span)
-            e.info = CallTarget("builtin", name)
+            self.resolved[e] = CallTarget(CallKind.BUILTIN, name)
             return split_type(self.edition)
         if name == "release":
             if len(e.args) != 1:
@@ -152,7 +152,7 @@ class BuiltinCalls:
             t = self.expr(e.args[0])
             if not isinstance(t, Cap):
                 self.fail(Rule.TYPE_MISMATCH, f"`release` ends an owned capability; this is `{t}`", e.args[0].span)
-            e.info = CallTarget("builtin", name)
+            self.resolved[e] = CallTarget(CallKind.BUILTIN, name)
             return INT
         if name == "contents":
             if len(e.args) != 1:
@@ -160,7 +160,7 @@ class BuiltinCalls:
             t = self.expr(e.args[0])
             if not (isinstance(t, Ref) and isinstance(self.zonk(t.target), BoxT)):
                 self.fail(Rule.TYPE_MISMATCH, f"`contents` takes a reference to a `Box`, found `{t}`", e.args[0].span)
-            e.info = CallTarget("builtin", name)
+            self.resolved[e] = CallTarget(CallKind.BUILTIN, name)
             return Ref(t.region, t.unique, self.zonk(t.target).inner)
         if name == "narrow":
             return self.narrow(e)
@@ -169,9 +169,9 @@ class BuiltinCalls:
         sig = builtin_signature(name, self.edition)
         assert sig is not None, name  # a supported builtin not checked above has a signature
         ret, subst = self.call_sig(sig, e)
-        e.info = CallTarget("builtin", name, None, sig, subst)
-        self.out.performed |= set(sig.row)
-        consts = [self.consts.get(id(a)) for a in e.args]
+        self.resolved[e] = CallTarget(CallKind.BUILTIN, name, None, sig, subst)
+        self.performed |= set(sig.row)
+        consts = [self.consts.get(a) for a in e.args]
         if consts and all(c is not None for c in consts):
             if name == "byte_of":
                 self.fold(e, lambda: byte_of(consts[0]), call=True)

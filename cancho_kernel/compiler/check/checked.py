@@ -1,59 +1,40 @@
-"""What checking a body produces: bindings, call targets and the checked function record that
-codegen, the static evaluator and the authority report read."""
+"""What checking a body produces: the checked function record that codegen, the static
+evaluator, the instantiation check and the authority report read. Its typed side table and
+resolution records live in `typed.py`; both are immutable once the checker returns them."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Optional
+from dataclasses import dataclass
 
+from .. import ast
 from ..resolve import ItemRef
-from ..source import Span
 from .signatures import FnSig
-from .types import Type, fresh_id
+from .typed import (ArmBinding, BorrowBinding, CallKind, CallTarget, FnValue, Local, LocalKind,  # noqa: F401
+                    MatchShape, Member, MemberMode, StaticRef, TypedBody)
+from .types import LabelT
 
 
 class Poisoned(Exception):
     """The body uses a declaration whose own signature was refused: report nothing more here."""
 
 
-@dataclass(eq=False)
-class Local:
-    """One binding: a parameter, `let`/`var`, a destructured name, or a borrow's reference."""
-
-    name: str
-    ty: Type
-    mutable: bool
-    span: Span
-    kind: str  # "param" | "let" | "var" | "borrow" | "field"
-    open_regions: tuple = ()
-    uid: int = field(default_factory=fresh_id)
-
-
-@dataclass
-class CallTarget:
-    """What a call resolved to; codegen dispatches on `kind`."""
-
-    kind: str  # "fn" | "extern" | "builtin" | "indirect"
-    name: str
-    item: Optional[ItemRef] = None
-    sig: Optional[FnSig] = None
-    subst: dict = field(default_factory=dict)
-
-
-@dataclass(eq=False)
+@dataclass(frozen=True, eq=False)
 class CheckedFn:
     """A checked function body and everything codegen and the authority report need."""
 
     item: ItemRef
     sig: FnSig
-    params: list[Local]
-    bindings: dict = field(default_factory=dict)  # id(stmt) -> Local or list[Local]
-    regions: dict = field(default_factory=dict)  # id(Borrow/RegionStmt) -> Region
-    events: list = field(default_factory=list)
-    performed: set = field(default_factory=set)
-    callees: list = field(default_factory=list)  # ItemRefs of called fns/externs
-    # Calls of generic functions (ast.Call, `info` a CallTarget whose subst gives the type
-    # arguments): what `instantiation.py` walks to bound monomorphisation.
-    generic_calls: list = field(default_factory=list)
+    params: tuple[Local, ...]
+    typed: TypedBody
+    events: tuple  # the linearity event tree (linearity.py), replayed once
+    performed: frozenset[LabelT]
+    callees: tuple[ItemRef, ...]  # called fns/externs and functions named as values
+    # Calls of generic functions (their CallTarget's subst gives the type arguments): what
+    # `instantiation.py` walks to bound monomorphisation.
+    generic_calls: tuple[ast.Call, ...]
     folded_operators: int = 0
     folded_calls: int = 0
+
+    @property
+    def body(self) -> ast.Block:
+        return self.item.decl.body

@@ -25,7 +25,8 @@ from .. import ast
 from ..diagnostics import Refusal, Rule
 from ..layout import ARENA_BYTES, RuntimeLayout
 from .builtins import EVALUATIONS
-from .body import CallTarget, CheckedFn, Local
+from .checked import CheckedFn
+from .typed import CallKind, CallTarget, FnValue, Local, StaticRef
 from .consteval import Trap, int_binary, int_neg, wrap
 from .types import BOOL, BYTE, FLOAT, INT, STATIC, Region, Type
 
@@ -161,10 +162,10 @@ class Evaluator:
     def stmt(self, s: ast.Stmt, fn: CheckedFn, defers: list) -> None:
         self.tick(s.span)
         if isinstance(s, ast.Let):
-            self.set_local(fn.bindings[id(s)], self.expr(s.value, fn))
+            self.set_local(fn.typed.bindings[s], self.expr(s.value, fn))
         elif isinstance(s, (ast.LetTuple, ast.LetStruct)):
             v = self.expr(s.value, fn)
-            locs = fn.bindings[id(s)]
+            locs = fn.typed.bindings[s]
             if isinstance(s, ast.LetTuple):
                 for loc, part in zip(locs, v):
                     self.set_local(loc, part)
@@ -193,11 +194,11 @@ class Evaluator:
         elif isinstance(s, ast.Defer):
             defers.append(s.expr)
         elif isinstance(s, ast.Borrow):
-            target, ref = fn.bindings[id(s)]
-            self.set_local(ref, Cell(self.frames[-1], target.uid))
+            b = fn.typed.bindings[s]
+            self.set_local(b.ref, Cell(self.frames[-1], b.target.uid))
             self.block(s.body, fn)
         elif isinstance(s, ast.RegionStmt):
-            self.arenas.append(Arena(fn.regions[id(s)]))
+            self.arenas.append(Arena(fn.typed.regions[s]))
             try:
                 self.block(s.body, fn)
             finally:
@@ -211,7 +212,7 @@ class Evaluator:
         v = self.expr(s.value, fn)
         t = s.target
         if isinstance(t, ast.Name):
-            self.set_local(t.info, v)
+            self.set_local(fn.typed.res(t), v)
         elif isinstance(t, ast.Index):
             sl = self.expr(t.base, fn)
             i = self.expr(t.index, fn)
@@ -233,7 +234,7 @@ class Evaluator:
             pat = arm.pattern
             if isinstance(pat, ast.VariantPattern) and pat.variant.name != tag:
                 continue
-            for i, loc in fn.bindings[id(arm)]:
+            for i, loc in fn.typed.bindings[arm].binds:
                 self.set_local(loc, payload[i])
             self.block(arm.body, fn)
             return
@@ -250,15 +251,16 @@ class Evaluator:
             self.charge(len(e.value), BYTE, e.span)
             return SliceV(array("B", e.value), 0, len(e.value), BYTE)
         if isinstance(e, ast.Name):
-            if isinstance(e.info, tuple) and e.info[0] == "static":
-                return self.statics[e.info[1].key]
-            if isinstance(e.info, tuple):
+            r = fn.typed.res(e)
+            if isinstance(r, StaticRef):
+                return self.statics[r.item.key]
+            if isinstance(r, FnValue):
                 raise Refusal(Rule.STATIC_ITEM, "a static cannot use function values", e.span)
-            return self.frames[-1][e.info.uid]
+            return self.frames[-1][r.uid]
         if isinstance(e, ast.Unary):
             v = self.expr(e.operand, fn)
             if e.op == "-":
-                return int_neg(v) if e.ty == INT else -v
+                return int_neg(v) if fn.typed.ty(e) == INT else -v
             if e.op == "!":
                 return not v
             if e.op == "~":
@@ -283,11 +285,12 @@ class Evaluator:
         if isinstance(e, ast.AllocSlice):
             n = self.expr(e.count, fn)
             fill = self.expr(e.fill, fn)
-            elem = e.ty.target.elem
+            ty = fn.typed.ty(e)
+            elem = ty.target.elem
             if n < 0:
                 raise Trap(f"`alloc_slice` of {n} elements")
-            if e.ty.region != STATIC:  # the arena is checked first, as the run-time bump is
-                self.arena(e.ty.region, e.span).take(n * self.layout.stride(elem))
+            if ty.region != STATIC:  # the arena is checked first, as the run-time bump is
+                self.arena(ty.region, e.span).take(n * self.layout.stride(elem))
             self.charge(n, elem, e.span)
             return SliceV(new_store(elem, n, fill), 0, n, elem)
         if isinstance(e, ast.TupleExpr):
@@ -300,7 +303,7 @@ class Evaluator:
             v = self.expr(e.base, fn)
             if isinstance(v, Cell):
                 v = v.frame[v.key]
-            mode, idx = e.info
+            idx = fn.typed.res(e).index
             return v[idx] if isinstance(v, tuple) else v[0][idx]
         raise Refusal(Rule.STATIC_ITEM, f"a static cannot evaluate `{type(e).__name__}`", e.span)
 
@@ -310,7 +313,7 @@ class Evaluator:
         if e.op == "||":
             return self.expr(e.left, fn) or self.expr(e.right, fn)
         a, b = self.expr(e.left, fn), self.expr(e.right, fn)
-        t = e.left.ty
+        t = fn.typed.ty(e.left)
         if t == INT:
             return int_binary(e.op, a, b)
         if t == FLOAT:
@@ -322,14 +325,14 @@ class Evaluator:
         raise Refusal(Rule.STATIC_ITEM, f"a static cannot evaluate `{e.op}` on `{t}`", e.span)
 
     def call(self, e: ast.Call, fn: CheckedFn):
-        target: CallTarget = e.info
+        target: CallTarget = fn.typed.res(e)
         args = [self.expr(a, fn) for a in e.args]
-        if target.kind == "fn":
+        if target.kind is CallKind.FN:
             callee = self.fns.get(target.item.key)
             if callee is None or callee.sig.tparams:
                 raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{target.name}` here", e.span)
             return self.call_fn(callee, args)
-        if target.kind == "builtin":
+        if target.kind is CallKind.BUILTIN:
             return builtin(target.name, args, e)
         raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{target.name}`", e.span)
 
@@ -365,7 +368,7 @@ def builtin(name: str, args: list, e: ast.Call):
 def _needs_capability(args: list, e: ast.Call):
     """These take a capability, a handle or a box, and a static has none to give (its body takes
     no parameters and performs nothing), so the checker has refused the static before this."""
-    raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{e.info.name}`: it needs a capability", e.span)
+    raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{e.callee.name}`: it needs a capability", e.span)
 
 
 @EVALUATIONS.register("len")

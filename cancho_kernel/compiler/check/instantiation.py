@@ -42,6 +42,7 @@ class CallEdge:
     expanding: bool  # the parameter sits inside the argument, not as the argument
     call: ast.Call
     argument: Type
+    callee_name: str
 
 
 @dataclass(frozen=True)
@@ -57,8 +58,7 @@ def check_instantiation(fns: dict[str, CheckedFn]) -> Optional[Diagnostic]:
     return polymorphic_recursion(fns) or instantiation_limits(fns)
 
 
-def type_arguments(call: ast.Call) -> list[tuple[str, Type]]:
-    target: CallTarget = call.info
+def type_arguments(target: CallTarget) -> list[tuple[str, Type]]:
     return [(name, target.subst[("T", name)]) for name in target.sig.tparams]
 
 
@@ -73,17 +73,18 @@ def polymorphic_recursion(fns: dict[str, CheckedFn]) -> Optional[Diagnostic]:
     edges: dict[ParamNode, list[CallEdge]] = defaultdict(list)
     for key, fn in fns.items():
         for call in fn.generic_calls:
-            callee = call.info.item.key
-            for name, arg in type_arguments(call):
+            target: CallTarget = fn.typed.res(call)
+            callee = target.item.key
+            for name, arg in type_arguments(target):
                 if tree_size(arg) > MAX_TYPE_NODES:
-                    return too_large(call, call.info.name, name)
+                    return too_large(call, target.name, name)
                 for y in all_types(arg):
                     if isinstance(y, Param) and y.owner == key:
-                        edges[(key, y.name)].append(CallEdge((callee, name), arg != y, call, arg))
+                        edges[(key, y.name)].append(CallEdge((callee, name), arg != y, call, arg, target.name))
     for source, outs in edges.items():
         for edge in outs:
             if edge.expanding and reaches(edges, edge.target, source):
-                fname = edge.call.info.name
+                fname = edge.callee_name
                 return Diagnostic(
                     Rule.INFINITE_TYPE,
                     f"this call gives `{fname}` the type argument `{edge.argument}`, built from "
@@ -125,13 +126,14 @@ def instantiation_limits(fns: dict[str, CheckedFn]) -> Optional[Diagnostic]:
         tsub = {("T", n): a for n, a in zip(names, inst.args)}
         sizes = {n: tree_size(a) for n, a in zip(names, inst.args)}
         for call in fn.generic_calls:
-            callee = call.info.item.key
+            target = fn.typed.res(call)
+            callee = target.item.key
             if callee not in fns:
                 continue
             args: list[Type] = []
-            for name, arg in type_arguments(call):
+            for name, arg in type_arguments(target):
                 if size_under(arg, sizes) > MAX_TYPE_NODES:
-                    return too_large(call, call.info.name, name)
+                    return too_large(call, target.name, name)
                 args.append(substitute(arg, tsub) if tsub else arg)
             new = Instance(callee, tuple(args))
             if new in seen:

@@ -12,6 +12,7 @@ from typing import Optional
 from llvmlite import ir
 
 from .. import ast
+from ..check.typed import Local, Member, MemberMode
 from ..check.types import Adt, Tuple, Type
 from .layout import I64
 
@@ -70,13 +71,13 @@ class AggregateLowering:
     # ------------------------------------------------------------ expressions
 
     def tuple_expr(self, e: ast.TupleExpr) -> Optional[ir.Value]:
-        return self.build_record(self.T(e.ty), [self.expr(p) for p in e.parts])
+        return self.build_record(self.ty(e), [self.expr(p) for p in e.parts])
 
     def struct_lit(self, e: ast.StructLit) -> Optional[ir.Value]:
-        return self.build_record(self.T(e.ty), [self.expr(f.value) for f in e.fields])
+        return self.build_record(self.ty(e), [self.expr(f.value) for f in e.fields])
 
     def variant_expr(self, e: ast.VariantExpr) -> ir.Value:
-        t: Adt = self.T(e.ty)
+        t: Adt = self.ty(e)
         values = [self.expr(a) for a in (e.args or [])]
         return self.make_variant(t, ir.Constant(I64, self.layout.variant_index(t, e.variant.name)), values)
 
@@ -98,27 +99,29 @@ class AggregateLowering:
         return self.b.load(slot, typ=lt)
 
     def member(self, e: ast.Expr) -> Optional[ir.Value]:
-        mode, idx = e.info
+        m: Member = self.res(e)
+        idx = m.index
         base = e.base
-        if mode == "owned":
-            bt = self.T(base.ty)
+        if m.mode is MemberMode.OWNED:
+            bt = self.ty(base)
             v = self.expr(base) if not isinstance(base, ast.Name) else self.load_local(base)
             return self.record_member(v, bt, idx)
         ref = self.expr(base)
-        agg_t = self.T(base.ty).target
+        agg_t = self.ty(base).target
         p = self.member_ptr(ref, agg_t, idx)
-        if mode == "ref-res":
+        if m.mode is MemberMode.REF_RES:
             return p
-        return None if p is None else self.b.load(p, typ=self.lty(self.T(e.ty)))
+        return None if p is None else self.b.load(p, typ=self.lty(self.ty(e)))
 
     def load_local(self, name: ast.Name) -> Optional[ir.Value]:
-        slot = self.slot(name.info)
-        return None if slot is None else self.b.load(slot, typ=self.lty(self.T(name.info.ty)))
+        loc: Local = self.res(name)
+        slot = self.slot(loc)
+        return None if slot is None else self.b.load(slot, typ=self.lty(loc.ty))
 
     def assign_member(self, target: ast.Expr, v: Optional[ir.Value]) -> None:
-        _, idx = target.info
+        idx = self.res(target).index
         ref = self.expr(target.base)
-        p = self.member_ptr(ref, self.T(target.base.ty).target, idx)
+        p = self.member_ptr(ref, self.ty(target.base).target, idx)
         if p is not None and v is not None:
             self.b.store(v, p)
 
@@ -136,9 +139,9 @@ class AggregateLowering:
                 self.b.store(self.record_member(v, value_t, idx), slot)
 
     def match_stmt(self, s: ast.Match) -> None:
-        owned = self.fn.bindings[id(s)]["owned"]
+        owned = self.fn.typed.bindings[s].owned
         sv = self.expr(s.scrutinee)
-        st = self.T(s.scrutinee.ty)
+        st = self.ty(s.scrutinee)
         et: Adt = st if owned else st.target
         lt = self.lty(et)
         if owned:
@@ -178,13 +181,13 @@ class AggregateLowering:
                 vst = self.layout.variant_struct(payload)
                 area = gep(self.b, ptr, [ZERO, i32(1)], lt)
                 area = as_ptr_to(self.b, area, vst) if vst is not None else area
-                for i, loc in self.fn.bindings[id(arm)]:
+                for i, loc in self.fn.typed.bindings[arm].binds:
                     slot = self.slot(loc)
                     if slot is None:
                         continue
                     path = self.layout.member_index(payload, i)
                     mp = gep(self.b, area, [ZERO] + [i32(j) for j in path], vst)
-                    self.b.store(mp if not owned else self.b.load(mp, typ=self.lty(self.T(loc.ty))), slot)
+                    self.b.store(mp if not owned else self.b.load(mp, typ=self.lty(loc.ty)), slot)
             self.block(arm.body)
             if not self.b.block.is_terminated:
                 self.b.branch(end)

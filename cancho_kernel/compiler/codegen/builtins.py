@@ -61,7 +61,7 @@ class BuiltinLowering:
     def bi_write(self, e, args):
         b, rt = self.b, self.rt
         s = args[1]
-        stream = b.load(rt.stream("stdout" if e.info.name == "write_bytes" else "stderr"), typ=PTR)
+        stream = b.load(rt.stream("stdout" if e.callee.name == "write_bytes" else "stderr"), typ=PTR)
         return b.call(rt.libc("fwrite"), [b.extract_value(s, 0), ir.Constant(I64, 1), b.extract_value(s, 1), stream])
 
     @LOWERINGS.register("len")
@@ -305,7 +305,7 @@ class BuiltinLowering:
 
     @LOWERINGS.register("box")
     def bi_box(self, e, args):
-        t = self.T(e.args[1].ty)
+        t = self.ty(e.args[1])
         lt = self.lty(t)
         size = self.layout.size(lt) if lt is not None else 1
         p = self._malloc_checked(ir.Constant(I64, max(size, 1)))
@@ -315,7 +315,7 @@ class BuiltinLowering:
 
     @LOWERINGS.register("unbox")
     def bi_unbox(self, e, args):
-        lt = self.lty(e.ty)
+        lt = self.lty(self.ty(e))
         v = None if lt is None else self.b.load(args[1], typ=lt)
         self.rt.free(self.b, args[1])
         return v
@@ -325,7 +325,7 @@ class BuiltinLowering:
         """`contents(&b)`: the reference to a box's contents (one load; a boxed slice is already
         its (ptr, len) pair)."""
         ref = args[0]
-        box_t = self.T(e.args[0].ty).target
+        box_t = self.ty(e.args[0]).target
         inner = box_t.inner
         if isinstance(inner, Slice):
             return self.b.load(ref, typ=SLICE)
@@ -337,7 +337,7 @@ class BuiltinLowering:
     def bi_box_slice(self, e, args):
         b = self.b
         n, fill = args[1], args[2]
-        elem = self.T(e.args[2].ty)
+        elem = self.ty(e.args[2])
         store_t, stride = self.layout.elem_storage(elem)
         self.trap_if(b.icmp_signed("<", n, ir.Constant(I64, 0)))
         mul = b.call(self.rt.intrinsic("llvm.smul.with.overflow", I64), [n, ir.Constant(I64, stride)])
@@ -369,7 +369,7 @@ class BuiltinLowering:
         failed_before = b.icmp_signed("!=", err, ir.Constant(I32, 0))
         code = b.select(failed_flush, errno, ir.Constant(I64, 5))
         failed = b.or_(failed_flush, failed_before)
-        return self.make_variant(self.T(e.ty), b.select(failed, ir.Constant(I64, 1), ir.Constant(I64, 0)),
+        return self.make_variant(self.ty(e), b.select(failed, ir.Constant(I64, 1), ir.Constant(I64, 0)),
                                  [b.select(failed, code, ir.Constant(I64, 0))])
 
     # ------------------------------------------------------------ files (edition 1)
@@ -382,7 +382,7 @@ class BuiltinLowering:
         """Check a path against the capability's prefix (ending there or continuing at `/`, and
         no `..` anywhere: otherwise trap) and return a NUL-terminated malloc'd copy."""
         b = self.b
-        prefix: str = e.info.subst["prefix"]
+        prefix: str = self.res(e).prefix
         ptr, length = b.extract_value(path, 0), b.extract_value(path, 1)
         dots = self.ml.string(b"..")
         hit = self.c("memmem", [ptr, length, b.extract_value(dots, 0), ir.Constant(I64, 2)])
@@ -422,7 +422,7 @@ class BuiltinLowering:
         b = self.b
         fd, errno = self.open_path(e, args[1], 0)
         failed = b.icmp_signed("<", fd, ir.Constant(I64, 0))
-        return self.make_variant(self.T(e.ty), b.select(failed, ir.Constant(I64, 1), ir.Constant(I64, 0)),
+        return self.make_variant(self.ty(e), b.select(failed, ir.Constant(I64, 1), ir.Constant(I64, 0)),
                                  [b.select(failed, errno, fd)])
 
     @LOWERINGS.register("file_read")
@@ -435,7 +435,7 @@ class BuiltinLowering:
         tag = b.select(b.icmp_signed(">", n, ir.Constant(I64, 0)), ir.Constant(I64, 0),
                        b.select(b.icmp_signed("==", n, ir.Constant(I64, 0)), ir.Constant(I64, 1), ir.Constant(I64, 2)))
         payload = b.select(b.icmp_signed("<", n, ir.Constant(I64, 0)), errno, n)
-        return self.make_variant(self.T(e.ty), tag, [payload])
+        return self.make_variant(self.ty(e), tag, [payload])
 
     @LOWERINGS.register("file_close")
     def bi_file_close(self, e, args):

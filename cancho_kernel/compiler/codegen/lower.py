@@ -9,13 +9,15 @@ allocas (promoted by O2), traps as inline `ud2` so a trap is SIGILL with nothing
 from __future__ import annotations
 
 import gc
+import struct
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
 from llvmlite import ir
 
 from .. import ast
-from ..check.body import CallTarget, CheckedFn, Local
+from ..check.checked import CheckedFn
+from ..check.typed import CallKind, CallTarget, FnValue, Local, StaticRef
 from ..check.program import CheckedProgram
 from ..check.types import (substitute, BOOL, BYTE, CPTR, F32, FLOAT, INT, Ref, Slice, Type)
 from ..diagnostics import Diagnostic, Rule
@@ -47,12 +49,22 @@ def local_name(text: str) -> str:
     return text[:LOCAL_NAME_MAX]
 
 
-class Unsupported(Exception):
-    """A construct the checker accepted but this code generator cannot lower yet."""
+class LoweringFailure(Exception):
+    """Lowering failed on a construct the checker accepted: a bug of ours, reported as
+    `internal` at that construct (the innermost statement or expression being lowered)."""
 
-    def __init__(self, message: str, span=None):
-        super().__init__(message)
-        self.span = span
+    def __init__(self, node: ast.Node, cause: BaseException):
+        what = "statement" if isinstance(node, ast.Stmt) else "expression" if isinstance(node, ast.Expr) else "function"
+        super().__init__(f"the code generator failed on this {what}: {type(cause).__name__}: {cause}; "
+                         "this is a bug in cancho-kernel")
+        self.span = node.span
+
+
+def float_constant(e: ast.FloatLit) -> ir.Constant:
+    """A float literal from its IEEE bit pattern (binary32 for `f32`)."""
+    if e.is_f32:
+        return ir.Constant(FLOATT, struct.unpack("<f", struct.pack("<I", e.bits))[0])
+    return ir.Constant(DOUBLE, struct.unpack("<d", struct.pack("<Q", e.bits))[0])
 
 
 @contextmanager
@@ -74,15 +86,14 @@ def collector_paused() -> Iterator[None]:
 
 
 def lower_program(prog: CheckedProgram) -> tuple[Optional[str], list[Diagnostic]]:
-    """LLVM IR text for an accepted program, or an `internal` diagnostic located at the failing
-    function (never an exception)."""
+    """LLVM IR text for an accepted program, or an `internal` diagnostic located at the construct
+    whose lowering failed (never an exception: lowering cannot fail on checked input, so a
+    failure is a bug of ours)."""
     try:
         with collector_paused():
             return ModuleLowering(prog).lower(), []
-    except Unsupported as e:
+    except LoweringFailure as e:
         return None, [Diagnostic(Rule.INTERNAL, str(e), e.span)]
-    except NotImplementedError as e:
-        return None, [Diagnostic(Rule.INTERNAL, str(e), None)]
 
 
 class ModuleLowering:
@@ -108,8 +119,10 @@ class ModuleLowering:
             fn = self.prog.fns[key]
             try:
                 FnLowering(self, fn, func, tsub).lower()
-            except NotImplementedError as e:
-                raise Unsupported(str(e), fn.item.decl.name.span) from e
+            except (LoweringFailure, RecursionError):
+                raise
+            except Exception as x:  # outside any statement: the signature or the frame
+                raise LoweringFailure(fn.item.decl.name, x) from x
         self.rt.entry_wrapper(main)
         return str(self.module)
 
@@ -169,6 +182,7 @@ class FnLowering(AggregateLowering, BuiltinLowering):
         self.tsub = tsub  # this instance's type arguments: {("T", name): type}
         self.rt = ml.rt
         self.fn = fn
+        self.typed = fn.typed
         self.func = func
         self.entry = self.func.append_basic_block("entry")
         self.alloca_builder = ir.IRBuilder(self.entry)
@@ -188,6 +202,15 @@ class FnLowering(AggregateLowering, BuiltinLowering):
 
     def lty(self, t: Type) -> Optional[ir.Type]:
         return self.layout.lty(self.T(t))
+
+    def ty(self, e: ast.Expr) -> Type:
+        """A checked expression's type in this instance."""
+        t = self.typed.types[e]
+        return substitute(t, self.tsub) if self.tsub else t
+
+    def res(self, e: ast.Expr):
+        """What the checker resolved a name, call or member expression to."""
+        return self.typed.resolved[e]
 
     def lower(self) -> None:
         args = iter(self.func.args)
@@ -251,68 +274,84 @@ class FnLowering(AggregateLowering, BuiltinLowering):
             self.rt.free(self.b, self.b.load(frame["arena"][0], typ=PTR))
 
     def stmt(self, s: ast.Stmt) -> None:
-        b = self.b
-        if isinstance(s, ast.Let):
-            v = self.expr(s.value)
-            loc: Local = self.fn.bindings[id(s)]
-            slot = self.slot(loc)
-            if slot is not None:
-                b.store(v, slot)
-        elif isinstance(s, (ast.LetStruct, ast.LetTuple)):
-            v = self.expr(s.value)
-            self.let_parts(s, self.T(s.value.ty), v, self.fn.bindings[id(s)])
-        elif isinstance(s, ast.Match):
-            self.match_stmt(s)
-        elif isinstance(s, ast.Assign):
-            self.assign(s)
-        elif isinstance(s, ast.ExprStmt):
-            self.expr(s.expr)
-        elif isinstance(s, ast.If):
-            self.if_stmt(s)
-        elif isinstance(s, ast.While):
-            cond_bb = self.func.append_basic_block("while.cond")
-            body_bb = self.func.append_basic_block("while.body")
-            end_bb = self.func.append_basic_block("while.end")
-            b.branch(cond_bb)
-            b.position_at_end(cond_bb)
-            c = self.expr(s.cond)
-            self.b.cbranch(c, body_bb, end_bb)
-            self.b.position_at_end(body_bb)
-            self.block(s.body)
-            if not self.b.block.is_terminated:
-                self.b.branch(cond_bb)
-            self.b.position_at_end(end_bb)
-        elif isinstance(s, ast.Return):
-            v = self.expr(s.value)
-            saved = list(self.frames)
-            for frame in reversed(saved):
-                self.frames = saved[:saved.index(frame)]
-                self.unwind(frame)
-            self.frames = saved
-            self.b.ret(v if v is not None else ir.Constant(I64, 0))
-        elif isinstance(s, ast.Defer):
-            self.frames[-1]["defers"].append(s.expr)
-        elif isinstance(s, ast.Borrow):
-            target, ref = self.fn.bindings[id(s)]
-            slot = self.slot(ref)
-            if slot is not None:
-                src = self.slot(target)
-                self.b.store(src, slot)
-            self.block(s.body)
-        elif isinstance(s, ast.RegionStmt):
-            base_slot = self.alloca_builder.alloca(PTR, name=local_name(f"arena.{s.name.name}") + ".base")
-            bump_slot = self.alloca_builder.alloca(PTR, name=local_name(f"arena.{s.name.name}") + ".bump")
-            base = self.rt.malloc(self.b, ir.Constant(I64, ARENA_BYTES))
-            self.trap_if(self.b.icmp_unsigned("==", base, ir.Constant(PTR, None)))
-            self.b.store(base, base_slot)
-            self.b.store(base, bump_slot)
-            self.arenas.append((base_slot, bump_slot))
-            self.arena_regions.append(self.fn.regions[id(s)])
-            self.block(s.body, arena=(base_slot, bump_slot))
-            self.arenas.pop()
-            self.arena_regions.pop()
-        else:
-            raise NotImplementedError(f"{type(s).__name__} is not supported yet by cancho-kernel's code generator")
+        """Lower one statement. Lowering cannot fail on checked input; if it does, the failure is
+        reported at the innermost statement or expression being lowered (`LoweringFailure`)."""
+        try:
+            match s:
+                case ast.Let():
+                    v = self.expr(s.value)
+                    slot = self.slot(self.typed.bindings[s])
+                    if slot is not None:
+                        self.b.store(v, slot)
+                case ast.LetStruct() | ast.LetTuple():
+                    v = self.expr(s.value)
+                    self.let_parts(s, self.ty(s.value), v, self.typed.bindings[s])
+                case ast.ExprStmt():
+                    self.expr(s.expr)
+                case ast.Assign():
+                    self.assign(s)
+                case ast.If():
+                    self.if_stmt(s)
+                case ast.While():
+                    self.while_stmt(s)
+                case ast.Return():
+                    self.return_stmt(s)
+                case ast.Match():
+                    self.match_stmt(s)
+                case ast.Defer():
+                    self.frames[-1]["defers"].append(s.expr)
+                case ast.Borrow():
+                    bb = self.typed.bindings[s]
+                    slot = self.slot(bb.ref)
+                    if slot is not None:
+                        self.b.store(self.slot(bb.target), slot)
+                    self.block(s.body)
+                case ast.RegionStmt():
+                    self.region(s)
+                case _:
+                    raise TypeError(f"no lowering for the statement {type(s).__name__}")
+        except (LoweringFailure, RecursionError):
+            raise
+        except Exception as x:
+            raise LoweringFailure(s, x) from x
+
+    def while_stmt(self, s: ast.While) -> None:
+        cond_bb = self.func.append_basic_block("while.cond")
+        body_bb = self.func.append_basic_block("while.body")
+        end_bb = self.func.append_basic_block("while.end")
+        self.b.branch(cond_bb)
+        self.b.position_at_end(cond_bb)
+        c = self.expr(s.cond)
+        self.b.cbranch(c, body_bb, end_bb)
+        self.b.position_at_end(body_bb)
+        self.block(s.body)
+        if not self.b.block.is_terminated:
+            self.b.branch(cond_bb)
+        self.b.position_at_end(end_bb)
+
+    def return_stmt(self, s: ast.Return) -> None:
+        """The value first, then every open frame's defers and arenas, innermost first."""
+        v = self.expr(s.value)
+        saved = list(self.frames)
+        for frame in reversed(saved):
+            self.frames = saved[:saved.index(frame)]
+            self.unwind(frame)
+        self.frames = saved
+        self.b.ret(v if v is not None else ir.Constant(I64, 0))
+
+    def region(self, s: ast.RegionStmt) -> None:
+        """`region a { .. }`: one ARENA_BYTES `malloc` (trapping when it fails), freed on every exit."""
+        base_slot = self.alloca_builder.alloca(PTR, name=local_name(f"arena.{s.name.name}") + ".base")
+        bump_slot = self.alloca_builder.alloca(PTR, name=local_name(f"arena.{s.name.name}") + ".bump")
+        base = self.rt.malloc(self.b, ir.Constant(I64, ARENA_BYTES))
+        self.trap_if(self.b.icmp_unsigned("==", base, ir.Constant(PTR, None)))
+        self.b.store(base, base_slot)
+        self.b.store(base, bump_slot)
+        self.arenas.append((base_slot, bump_slot))
+        self.arena_regions.append(self.typed.regions[s])
+        self.block(s.body, arena=(base_slot, bump_slot))
+        self.arenas.pop()
+        self.arena_regions.pop()
 
     def if_stmt(self, s: ast.If) -> None:
         c = self.expr(s.cond)
@@ -337,13 +376,13 @@ class FnLowering(AggregateLowering, BuiltinLowering):
         v = self.expr(s.value)
         t = s.target
         if isinstance(t, ast.Name):
-            slot = self.slot(t.info)
+            slot = self.slot(self.res(t))
             if slot is not None:
                 self.b.store(v, slot)
             return
         if isinstance(t, ast.Index):
             ptr = self.element_ptr(t)
-            self.store_elem(v, ptr, self.T(t.ty))
+            self.store_elem(v, ptr, self.ty(t))
             return
         if isinstance(t, ast.Unary) and t.op == "*":
             p = self.expr(t.operand)
@@ -358,65 +397,77 @@ class FnLowering(AggregateLowering, BuiltinLowering):
     # ------------------------------------------------------------ expressions
 
     def expr(self, e: ast.Expr) -> Optional[ir.Value]:
-        b = self.b
-        if isinstance(e, ast.IntLit):
-            return ir.Constant(I64, e.value)
-        if isinstance(e, ast.BoolLit):
-            return ir.Constant(I1, int(e.value))
-        if isinstance(e, ast.FloatLit):
-            import struct
-            if e.is_f32:
-                return ir.Constant(FLOATT, struct.unpack("<f", struct.pack("<I", e.bits))[0])
-            return ir.Constant(DOUBLE, struct.unpack("<d", struct.pack("<Q", e.bits))[0])
-        if isinstance(e, ast.StrLit):
-            return self.ml.string(e.value)
-        if isinstance(e, ast.Name):
-            if isinstance(e.info, tuple) and e.info[0] == "fnvalue":
-                return self.ml.instance(e.info[1].key, {})
-            if isinstance(e.info, tuple) and e.info[0] == "static":
-                return self.ml.static(e.info[1])
-            slot = self.slot(e.info)
-            return None if slot is None else b.load(slot, typ=self.lty(self.T(e.info.ty)))
-        if isinstance(e, ast.Unary):
-            return self.unary(e)
-        if isinstance(e, ast.Binary):
-            return self.binary(e)
-        if isinstance(e, ast.Call):
-            return self.call(e)
-        if isinstance(e, ast.Index):
-            ptr = self.element_ptr(e)
-            return self.load_elem(ptr, self.T(e.ty))
-        if isinstance(e, ast.SliceExpr):
-            s = self.expr(e.base)
-            lo = self.expr(e.lo)
-            hi = self.expr(e.hi)
-            length = self.b.extract_value(s, 1)
-            bad = self.b.or_(self.b.icmp_unsigned(">", hi, length), self.b.icmp_unsigned(">", lo, hi))
-            self.trap_if(bad)
-            _, stride = self.layout.elem_storage(self.T(e.ty).target.elem)
-            p = self.b.gep(self.b.extract_value(s, 0), [self.b.mul(lo, ir.Constant(I64, stride))], inbounds=True,
-                           source_etype=I8)
-            r = self.b.insert_value(ir.Constant(SLICE, ir.Undefined), p, 0)
-            return self.b.insert_value(r, self.b.sub(hi, lo), 1)
-        if isinstance(e, ast.AllocSlice):
-            return self.alloc_slice(e)
-        if isinstance(e, ast.Alloc):
-            return self.alloc_one(e)
-        if isinstance(e, ast.TupleExpr):
-            return self.tuple_expr(e)
-        if isinstance(e, ast.StructLit):
-            return self.struct_lit(e)
-        if isinstance(e, ast.VariantExpr):
-            return self.variant_expr(e)
-        if isinstance(e, (ast.FieldAccess, ast.TupleIndex)):
-            return self.member(e)
-        raise NotImplementedError(f"{type(e).__name__} is not supported yet by cancho-kernel's code generator")
+        """Lower one expression to its value (None for a value with no run-time representation);
+        a failure of ours is reported at the innermost expression (`LoweringFailure`)."""
+        try:
+            match e:
+                case ast.Name():
+                    return self.name(e)
+                case ast.IntLit():
+                    return ir.Constant(I64, e.value)
+                case ast.Call():
+                    return self.call(e)
+                case ast.Binary():
+                    return self.binary(e)
+                case ast.Index():
+                    return self.load_elem(self.element_ptr(e), self.ty(e))
+                case ast.FieldAccess() | ast.TupleIndex():
+                    return self.member(e)
+                case ast.Unary():
+                    return self.unary(e)
+                case ast.BoolLit():
+                    return ir.Constant(I1, int(e.value))
+                case ast.FloatLit():
+                    return float_constant(e)
+                case ast.StrLit():
+                    return self.ml.string(e.value)
+                case ast.SliceExpr():
+                    return self.slice_expr(e)
+                case ast.AllocSlice():
+                    return self.alloc_slice(e)
+                case ast.Alloc():
+                    return self.alloc_one(e)
+                case ast.TupleExpr():
+                    return self.tuple_expr(e)
+                case ast.StructLit():
+                    return self.struct_lit(e)
+                case ast.VariantExpr():
+                    return self.variant_expr(e)
+                case _:
+                    raise TypeError(f"no lowering for the expression {type(e).__name__}")
+        except (LoweringFailure, RecursionError):
+            raise
+        except Exception as x:
+            raise LoweringFailure(e, x) from x
+
+    def name(self, e: ast.Name) -> Optional[ir.Value]:
+        r = self.res(e)
+        if isinstance(r, FnValue):
+            return self.ml.instance(r.item.key, {})
+        if isinstance(r, StaticRef):
+            return self.ml.static(r.item)
+        slot = self.slot(r)
+        return None if slot is None else self.b.load(slot, typ=self.lty(r.ty))
+
+    def slice_expr(self, e: ast.SliceExpr) -> ir.Value:
+        """`s[lo..hi]`: traps unless lo <= hi <= len(s)."""
+        s = self.expr(e.base)
+        lo = self.expr(e.lo)
+        hi = self.expr(e.hi)
+        length = self.b.extract_value(s, 1)
+        bad = self.b.or_(self.b.icmp_unsigned(">", hi, length), self.b.icmp_unsigned(">", lo, hi))
+        self.trap_if(bad)
+        _, stride = self.layout.elem_storage(self.ty(e).target.elem)
+        p = self.b.gep(self.b.extract_value(s, 0), [self.b.mul(lo, ir.Constant(I64, stride))], inbounds=True,
+                       source_etype=I8)
+        r = self.b.insert_value(ir.Constant(SLICE, ir.Undefined), p, 0)
+        return self.b.insert_value(r, self.b.sub(hi, lo), 1)
 
     def element_ptr(self, e: ast.Index) -> ir.Value:
         s = self.expr(e.base)
         i = self.expr(e.index)
         self.trap_if(self.b.icmp_unsigned(">=", i, self.b.extract_value(s, 1)))
-        store_t, stride = self.layout.elem_storage(self.T(e.ty))
+        store_t, stride = self.layout.elem_storage(self.ty(e))
         off = i if stride == 1 else self.b.mul(i, ir.Constant(I64, stride))
         return self.b.gep(self.b.extract_value(s, 0), [off], inbounds=True, source_etype=I8)
 
@@ -433,14 +484,15 @@ class FnLowering(AggregateLowering, BuiltinLowering):
     def alloc_slice(self, e: ast.AllocSlice) -> ir.Value:
         n = self.expr(e.count)
         fill = self.expr(e.fill)
-        elem = self.T(e.ty).target.elem
+        ty = self.ty(e)
+        elem = ty.target.elem
         store_t, stride = self.layout.elem_storage(elem)
         b = self.b
         self.trap_if(b.icmp_signed("<", n, ir.Constant(I64, 0)))
         mul = b.call(self.rt.intrinsic("llvm.smul.with.overflow", I64), [n, ir.Constant(I64, stride)])
         self.trap_if(b.extract_value(mul, 1))
         size = b.extract_value(mul, 0)
-        at = self.bump(self.arena_slots(e.ty.region), size)
+        at = self.bump(self.arena_slots(ty.region), size)
         self.fill_loop(at, n, fill, elem, stride)
         r = b.insert_value(ir.Constant(SLICE, ir.Undefined), at, 0)
         return b.insert_value(r, n, 1)
@@ -459,10 +511,10 @@ class FnLowering(AggregateLowering, BuiltinLowering):
 
     def alloc_one(self, e: ast.Alloc) -> Optional[ir.Value]:
         v = self.expr(e.value)
-        lt = self.lty(e.value.ty)
+        lt = self.lty(self.ty(e.value))
         if lt is None:
             return None
-        at = self.bump(self.arena_slots(self.T(e.ty).region), ir.Constant(I64, self.layout.size(lt)))
+        at = self.bump(self.arena_slots(self.ty(e).region), ir.Constant(I64, self.layout.size(lt)))
         self.b.store(v, at, align=1)
         return at
 
@@ -494,7 +546,7 @@ class FnLowering(AggregateLowering, BuiltinLowering):
 
     def unary(self, e: ast.Unary) -> ir.Value:
         v = self.expr(e.operand)
-        t = self.T(e.ty)
+        t = self.ty(e)
         if e.op == "-":
             if t == INT:
                 r = self.b.call(self.rt.intrinsic("llvm.ssub.with.overflow", I64), [ir.Constant(I64, 0), v])
@@ -530,7 +582,7 @@ class FnLowering(AggregateLowering, BuiltinLowering):
             phi.add_incoming(ir.Constant(I1, 0 if op == "&&" else 1), start)
             phi.add_incoming(right, rhs_end)
             return phi
-        lt = self.T(e.left.ty)
+        lt = self.ty(e.left)
         a = self.expr(e.left)
         c = self.expr(e.right)
         b = self.b
@@ -610,17 +662,17 @@ class FnLowering(AggregateLowering, BuiltinLowering):
     # ------------------------------------------------------------ calls
 
     def call(self, e: ast.Call) -> Optional[ir.Value]:
-        target: CallTarget = e.info
-        if target.kind == "fn":
+        target: CallTarget = self.res(e)
+        if target.kind is CallKind.FN:
             args = [self.expr(a) for a in e.args]
             tsub = {k: self.T(v) for k, v in target.subst.items() if k[0] == "T"}
             f = self.ml.instance(target.item.key, tsub)
             return self.b.call(f, [a for a in args if a is not None])
-        if target.kind == "builtin":
+        if target.kind is CallKind.BUILTIN:
             return self.builtin(target.name, e)
-        if target.kind == "indirect":
+        if target.kind is CallKind.INDIRECT:
             fp = self.expr(e.callee)
-            ft = self.T(e.callee.ty)
+            ft = self.ty(e.callee)
             args = [self.expr(a) for a in e.args]
             params = [self.lty(p) for p in ft.params]
             ret = self.lty(ft.ret)
@@ -632,7 +684,7 @@ class FnLowering(AggregateLowering, BuiltinLowering):
             self.b.store(fp, slot)
             callee = self.b.load(slot, typ=fnty.as_pointer())
             return self.b.call(callee, [a for a in args if a is not None])
-        if target.kind == "extern":
+        if target.kind is CallKind.EXTERN:
             return self.foreign_call(target, e)
         raise NotImplementedError(f"calls of kind {target.kind} are not supported yet by cancho-kernel's code generator")
 
@@ -643,7 +695,7 @@ class FnLowering(AggregateLowering, BuiltinLowering):
         cargs, ctypes_ = [], []
         for a in e.args:
             v = self.expr(a)
-            t = self.T(a.ty)
+            t = self.ty(a)
             if v is None:
                 continue
             if isinstance(t, Ref) and isinstance(t.target, Slice):
