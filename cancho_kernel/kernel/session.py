@@ -15,13 +15,13 @@ Model (kernel.md §2.1):
   ``main`` is checked with a placeholder ``main`` (in its own synthetic file), so checking
   items alone never reports "no main". The last ``main`` is remembered so ``%%run`` with an
   empty body can run it again with other options.
-* The checker annotates AST nodes in place, so every check works on deep copies of the
-  session's items (source files are shared, not copied).
+* Nothing writes a parsed tree after parsing (the checker's findings live in a side table,
+  ``compiler/check/typed.py``), so every check shares the session's parsed items: a synthetic
+  file holds the very declarations the cells produced, never a copy.
 """
 
 from __future__ import annotations
 
-import copy
 import threading
 from dataclasses import dataclass, field
 
@@ -244,23 +244,13 @@ class Session:
         files = []
         done_imports: set[str] = set()
         synthetic = SourceFile("<session>", "")
-        memo_sources: dict[int, object] = {}
         for (mod, edition), its in groups.items():
-            for it in its:
-                memo_sources[id(it.source)] = it.source
             imps = [] if mod in done_imports else imports_by_module.get(mod, [])
             done_imports.add(mod)
-            for imp in imps:
-                memo_sources[id(imp.node.span.source)] = imp.node.span.source
-            mdecl = module_decls.get(mod)
-            if mdecl is not None:
-                memo_sources[id(mdecl.span.source)] = mdecl.span.source
-            memo = dict(memo_sources)
-            memo[id(synthetic)] = synthetic
             f = ast.File(span=Span(synthetic, 0, 0), source=synthetic, edition=edition,
-                         module=copy.deepcopy(mdecl, memo) if mod else None,
-                         imports=[copy.deepcopy(i.node, memo) for i in imps],
-                         items=[copy.deepcopy(it.decl, memo) for it in its])
+                         module=module_decls.get(mod) if mod else None,
+                         imports=[i.node for i in imps],
+                         items=[it.decl for it in its])
             files.append(f)
         return files
 
