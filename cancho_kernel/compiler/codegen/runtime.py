@@ -50,6 +50,16 @@ def trap_asm() -> str:
     raise NotImplementedError(f"traps are not measured on {machine}; refusing to guess the instruction")
 
 
+class FunctionView(ir.FormattedConstant):
+    """A declared function's symbol seen with another function type. Pointers are opaque, so a
+    call states the type it passes (`call i32 @write(i64 1, ...)`) and needs no cast; llvmlite
+    takes the call's type from `function_type`."""
+
+    def __init__(self, f: ir.Function, fnty: ir.FunctionType):
+        super().__init__(ir.PointerType(), f.get_reference())
+        self.function_type = fnty
+
+
 class Runtime:
     """Declares what a module needs from libc, lazily, once each."""
 
@@ -78,9 +88,7 @@ class Runtime:
             f = ir.Function(self.module, fnty, name=name)
         if f.function_type == fnty:
             return b.call(f, args)
-        callee = ir.instructions.CastInstr(b.block, "bitcast", f, fnty.as_pointer())
-        b._insert(callee)
-        return b.call(callee, args)
+        return b.call(FunctionView(f, fnty), args)
 
     def stream(self, name: str) -> ir.GlobalVariable:
         """The C `stdout`/`stderr` FILE* variables (glibc names; `__stdoutp` on Darwin)."""
