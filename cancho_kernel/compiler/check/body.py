@@ -218,71 +218,84 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
     # ------------------------------------------------------------ statements
 
     def stmt(self, s: ast.Stmt) -> None:
-        if isinstance(s, ast.Let):
-            t = self.expr(s.value)
-            if s.ty is not None:
-                want = self.resolver().resolve(s.ty)
-                self.coerce(t, want, s.value.span)
-                t = want
-            if t == UNIT:
-                self.fail(Rule.TYPE_MISMATCH, "this expression has no value to bind", s.value.span)
-            self.bindings[s] = self.declare(s.name.name, t, s.mutable, s.name.span,
-                                            LocalKind.VAR if s.mutable else LocalKind.LET)
-        elif isinstance(s, ast.LetStruct):
-            self.let_struct(s)
-        elif isinstance(s, ast.LetTuple):
-            self.let_tuple(s)
-        elif isinstance(s, ast.Assign):
-            self.assign(s)
-        elif isinstance(s, ast.ExprStmt):
-            t = self.expr(s.expr)
-            self.emit(L.Discard(t, s.span))
-        elif isinstance(s, ast.If):
-            self.if_stmt(s)
-        elif isinstance(s, ast.While):
-            def loop():
-                self.cond(s.cond)
-                self.ev.extend(self.scoped_block(s.body))
-            evs, _ = self.sub_events(loop)
-            # The condition is evaluated before the first iteration as well.
-            self.cond(s.cond)
-            self.emit(L.Loop(evs, s.span))
-        elif isinstance(s, ast.Return):
-            t = self.expr(s.value)
-            for r in regions_in(t):
-                if r.kind in ("borrow", "arena"):
-                    self.fail(Rule.REFERENCE_ESCAPES_REGION,
-                              f"this returns `{t}`, a reference into `{r.name}`, which ends before the function returns: "
-                              "a reference may not outlive its region",
-                              s.value.span)
-            self.coerce(t, self.sig.ret, s.value.span)
-            # The value is evaluated first, then every enclosing block's defers, innermost first.
-            for frame in reversed(self.defers):
-                for evs in reversed(frame):
-                    self.ev.extend(evs)
-            self.emit(L.Return(s.span))
-        elif isinstance(s, ast.Borrow):
-            self.borrow(s)
-        elif isinstance(s, ast.RegionStmt):
-            if self.lookup_region(s.name.name) is not None:
-                self.fail(Rule.DUPLICATE_DECLARATION, f"region `{s.name.name}` is already in scope", s.name.span)
-            reg = Region(s.name.name, "arena", tuple(reversed(self.open_regions)))
-            self.regions[s] = reg
-            self.arenas.append(reg)
-            try:
-                self.ev.extend(self.scoped_block(s.body, region=(s.name.name, reg)))
-            finally:
-                self.arenas.pop()
-        elif isinstance(s, ast.Match):
-            self.match_stmt(s)
-        elif isinstance(s, ast.Defer):
-            def deferred():
+        match s:
+            case ast.Let():
+                self.let(s)
+            case ast.ExprStmt():
                 t = self.expr(s.expr)
                 self.emit(L.Discard(t, s.span))
-            evs, _ = self.sub_events(deferred)
-            self.defers[-1].append(evs)
-        else:
-            self.fail(Rule.INTERNAL, f"unexpected statement {type(s).__name__}", s.span)
+            case ast.Assign():
+                self.assign(s)
+            case ast.If():
+                self.if_stmt(s)
+            case ast.While():
+                self.while_stmt(s)
+            case ast.Return():
+                self.return_stmt(s)
+            case ast.LetStruct():
+                self.let_struct(s)
+            case ast.LetTuple():
+                self.let_tuple(s)
+            case ast.Match():
+                self.match_stmt(s)
+            case ast.Borrow():
+                self.borrow(s)
+            case ast.RegionStmt():
+                self.region(s)
+            case ast.Defer():
+                def deferred():
+                    t = self.expr(s.expr)
+                    self.emit(L.Discard(t, s.span))
+                evs, _ = self.sub_events(deferred)
+                self.defers[-1].append(evs)
+            case _:
+                self.fail(Rule.INTERNAL, f"unexpected statement {type(s).__name__}", s.span)
+
+    def let(self, s: ast.Let) -> None:
+        t = self.expr(s.value)
+        if s.ty is not None:
+            want = self.resolver().resolve(s.ty)
+            self.coerce(t, want, s.value.span)
+            t = want
+        if t == UNIT:
+            self.fail(Rule.TYPE_MISMATCH, "this expression has no value to bind", s.value.span)
+        self.bindings[s] = self.declare(s.name.name, t, s.mutable, s.name.span,
+                                        LocalKind.VAR if s.mutable else LocalKind.LET)
+
+    def while_stmt(self, s: ast.While) -> None:
+        def loop():
+            self.cond(s.cond)
+            self.ev.extend(self.scoped_block(s.body))
+        evs, _ = self.sub_events(loop)
+        # The condition is evaluated before the first iteration as well.
+        self.cond(s.cond)
+        self.emit(L.Loop(evs, s.span))
+
+    def return_stmt(self, s: ast.Return) -> None:
+        t = self.expr(s.value)
+        for r in regions_in(t):
+            if r.kind in ("borrow", "arena"):
+                self.fail(Rule.REFERENCE_ESCAPES_REGION,
+                          f"this returns `{t}`, a reference into `{r.name}`, which ends before the function returns: "
+                          "a reference may not outlive its region",
+                          s.value.span)
+        self.coerce(t, self.sig.ret, s.value.span)
+        # The value is evaluated first, then every enclosing block's defers, innermost first.
+        for frame in reversed(self.defers):
+            for evs in reversed(frame):
+                self.ev.extend(evs)
+        self.emit(L.Return(s.span))
+
+    def region(self, s: ast.RegionStmt) -> None:
+        if self.lookup_region(s.name.name) is not None:
+            self.fail(Rule.DUPLICATE_DECLARATION, f"region `{s.name.name}` is already in scope", s.name.span)
+        reg = Region(s.name.name, "arena", tuple(reversed(self.open_regions)))
+        self.regions[s] = reg
+        self.arenas.append(reg)
+        try:
+            self.ev.extend(self.scoped_block(s.body, region=(s.name.name, reg)))
+        finally:
+            self.arenas.pop()
 
     def take_apart_refusal(self, t: Type, span: Span):
         """A capability, a box or a handle cannot be destructured; say what ends each."""
@@ -415,64 +428,64 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         return t
 
     def _expr(self, e: ast.Expr) -> Type:
-        if isinstance(e, ast.IntLit):
-            self.consts[e] = e.value
-            return INT
-        if isinstance(e, ast.BoolLit):
-            self.consts[e] = e.value
-            return BOOL
-        if isinstance(e, ast.FloatLit):
-            if e.is_f32:
-                if self.edition < 6:
+        match e:
+            case ast.Name():
+                return self.name(e)
+            case ast.IntLit() | ast.BoolLit():
+                self.consts[e] = e.value
+                return INT if isinstance(e, ast.IntLit) else BOOL
+            case ast.Call():
+                return self.call(e)
+            case ast.Binary():
+                return self.binary(e)
+            case ast.Index():
+                return self.sliced(e.base, [e.index], "indexed").target.elem
+            case ast.FieldAccess() | ast.TupleIndex():
+                return self.member(e)
+            case ast.Unary():
+                return self.unary(e)
+            case ast.FloatLit():
+                if e.is_f32 and self.edition < 6:
                     self.fail(Rule.TYPE_MISMATCH, "`f32` literals need `edition 6;` or later", e.span)
-                return F32
-            return FLOAT
-        if isinstance(e, ast.StrLit):
-            return Ref(STATIC, False, Slice(BYTE))
-        if isinstance(e, ast.Name):
-            return self.name(e)
-        if isinstance(e, ast.Unary):
-            return self.unary(e)
-        if isinstance(e, ast.Binary):
-            return self.binary(e)
-        if isinstance(e, ast.Call):
-            return self.call(e)
-        if isinstance(e, ast.Index):
-            return self.sliced(e.base, [e.index], "indexed").target.elem
-        if isinstance(e, ast.SliceExpr):
-            return self.sliced(e.base, [e.lo, e.hi], "sliced")
-        if isinstance(e, ast.AllocSlice):
-            reg = self.arena(e.region)
-            ct = self.expr(e.count)
-            ft = self.expr(e.fill)
-            if ct != INT:
-                self.mismatch(INT, ct, e.count.span)
-            if self.is_res(ft):
-                self.fail(Rule.MODE_BOUND_VIOLATED, f"an arena holds only val data; `{ft}` is res", e.fill.span)
-            if ft == UNIT:
-                self.mismatch("a value", ft, e.fill.span)
-            if isinstance(ft, Ref) and isinstance(ft.target, Slice):
-                self.unsupported(f"arena slices of `{ft}`", e.fill.span)
-            return Ref(reg, True, Slice(ft))
-        if isinstance(e, ast.Alloc):
-            reg = self.arena(e.region)
-            vt = self.expr(e.value)
-            if self.is_res(vt):
-                self.fail(Rule.MODE_BOUND_VIOLATED, f"an arena holds only val data; `{vt}` is res", e.value.span)
-            return Ref(reg, True, vt)
-        if isinstance(e, ast.QualifiedName):
-            self.fail(Rule.NOT_A_FUNCTION, f"`{e.qualifier.name}.{e.name.name}` can only be called", e.span)
-        if isinstance(e, ast.TupleExpr):
-            return self.tuple_expr(e)
-        if isinstance(e, ast.StructLit):
-            if e.qualifier is None and e.name.name in B.CAPABILITY_KINDS | B.HANDLE_TYPES | {"Split"}:
-                self.fail(Rule.CAPABILITY_MISUSED, f"`{e.name.name}` has no literal: capabilities come only from `split`", e.span)
-            return self.struct_lit(e)
-        if isinstance(e, ast.VariantExpr):
-            return self.variant_expr(e)
-        if isinstance(e, (ast.FieldAccess, ast.TupleIndex)):
-            return self.member(e)
+                return F32 if e.is_f32 else FLOAT
+            case ast.StrLit():
+                return Ref(STATIC, False, Slice(BYTE))
+            case ast.SliceExpr():
+                return self.sliced(e.base, [e.lo, e.hi], "sliced")
+            case ast.AllocSlice():
+                return self.alloc_slice(e)
+            case ast.Alloc():
+                reg = self.arena(e.region)
+                vt = self.expr(e.value)
+                if self.is_res(vt):
+                    self.fail(Rule.MODE_BOUND_VIOLATED, f"an arena holds only val data; `{vt}` is res", e.value.span)
+                return Ref(reg, True, vt)
+            case ast.TupleExpr():
+                return self.tuple_expr(e)
+            case ast.StructLit():
+                if e.qualifier is None and e.name.name in B.CAPABILITY_KINDS | B.HANDLE_TYPES | {"Split"}:
+                    self.fail(Rule.CAPABILITY_MISUSED, f"`{e.name.name}` has no literal: capabilities come only from `split`",
+                              e.span)
+                return self.struct_lit(e)
+            case ast.VariantExpr():
+                return self.variant_expr(e)
+            case ast.QualifiedName():
+                self.fail(Rule.NOT_A_FUNCTION, f"`{e.qualifier.name}.{e.name.name}` can only be called", e.span)
         self.fail(Rule.INTERNAL, f"unexpected expression {type(e).__name__}", e.span)
+
+    def alloc_slice(self, e: ast.AllocSlice) -> Type:
+        reg = self.arena(e.region)
+        ct = self.expr(e.count)
+        ft = self.expr(e.fill)
+        if ct != INT:
+            self.mismatch(INT, ct, e.count.span)
+        if self.is_res(ft):
+            self.fail(Rule.MODE_BOUND_VIOLATED, f"an arena holds only val data; `{ft}` is res", e.fill.span)
+        if ft == UNIT:
+            self.mismatch("a value", ft, e.fill.span)
+        if isinstance(ft, Ref) and isinstance(ft.target, Slice):
+            self.unsupported(f"arena slices of `{ft}`", e.fill.span)
+        return Ref(reg, True, Slice(ft))
 
     def sliced(self, base: ast.Expr, positions: list, what: str) -> Ref:
         """Type `base[i]` / `base[lo..hi]`: the base must be a slice reference, positions `int`

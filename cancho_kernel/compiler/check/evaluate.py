@@ -161,52 +161,49 @@ class Evaluator:
 
     def stmt(self, s: ast.Stmt, fn: CheckedFn, defers: list) -> None:
         self.tick(s.span)
-        if isinstance(s, ast.Let):
-            self.set_local(fn.typed.bindings[s], self.expr(s.value, fn))
-        elif isinstance(s, (ast.LetTuple, ast.LetStruct)):
-            v = self.expr(s.value, fn)
-            locs = fn.typed.bindings[s]
-            if isinstance(s, ast.LetTuple):
-                for loc, part in zip(locs, v):
+        match s:
+            case ast.Let():
+                self.set_local(fn.typed.bindings[s], self.expr(s.value, fn))
+            case ast.ExprStmt():
+                self.expr(s.expr, fn)
+            case ast.Assign():
+                self.assign(s, fn)
+            case ast.If():
+                if self.expr(s.cond, fn):
+                    self.block(s.then, fn)
+                elif isinstance(s.else_, ast.If):
+                    self.stmt(s.else_, fn, defers)
+                elif s.else_ is not None:
+                    self.block(s.else_, fn)
+            case ast.While():
+                while self.expr(s.cond, fn):
+                    self.tick(s.span)
+                    self.block(s.body, fn)
+            case ast.Return():
+                raise _Return(self.expr(s.value, fn))
+            case ast.LetTuple():
+                for loc, part in zip(fn.typed.bindings[s], self.expr(s.value, fn)):
                     self.set_local(loc, part)
-            else:
-                names = v[1]
-                for loc in locs:
-                    self.set_local(loc, v[0][names.index(loc.name)])
-        elif isinstance(s, ast.Assign):
-            self.assign(s, fn)
-        elif isinstance(s, ast.ExprStmt):
-            self.expr(s.expr, fn)
-        elif isinstance(s, ast.If):
-            if self.expr(s.cond, fn):
-                self.block(s.then, fn)
-            elif isinstance(s.else_, ast.If):
-                self.stmt(s.else_, fn, defers)
-            elif s.else_ is not None:
-                self.block(s.else_, fn)
-        elif isinstance(s, ast.While):
-            while self.expr(s.cond, fn):
-                self.tick(s.span)
+            case ast.LetStruct():
+                values, names = self.expr(s.value, fn)
+                for loc in fn.typed.bindings[s]:
+                    self.set_local(loc, values[names.index(loc.name)])
+            case ast.Defer():
+                defers.append(s.expr)
+            case ast.Borrow():
+                b = fn.typed.bindings[s]
+                self.set_local(b.ref, Cell(self.frames[-1], b.target.uid))
                 self.block(s.body, fn)
-        elif isinstance(s, ast.Return):
-            v = self.expr(s.value, fn)
-            raise _Return(v)
-        elif isinstance(s, ast.Defer):
-            defers.append(s.expr)
-        elif isinstance(s, ast.Borrow):
-            b = fn.typed.bindings[s]
-            self.set_local(b.ref, Cell(self.frames[-1], b.target.uid))
-            self.block(s.body, fn)
-        elif isinstance(s, ast.RegionStmt):
-            self.arenas.append(Arena(fn.typed.regions[s]))
-            try:
-                self.block(s.body, fn)
-            finally:
-                self.arenas.pop()
-        elif isinstance(s, ast.Match):
-            self.match(s, fn)
-        else:
-            raise Refusal(Rule.STATIC_ITEM, f"a static cannot evaluate `{type(s).__name__}`", s.span)
+            case ast.RegionStmt():
+                self.arenas.append(Arena(fn.typed.regions[s]))
+                try:
+                    self.block(s.body, fn)
+                finally:
+                    self.arenas.pop()
+            case ast.Match():
+                self.match(s, fn)
+            case _:
+                raise Refusal(Rule.STATIC_ITEM, f"a static cannot evaluate `{type(s).__name__}`", s.span)
 
     def assign(self, s: ast.Assign, fn: CheckedFn) -> None:
         v = self.expr(s.value, fn)
@@ -243,69 +240,79 @@ class Evaluator:
 
     def expr(self, e: ast.Expr, fn: CheckedFn):
         self.tick(e.span)
-        if isinstance(e, (ast.IntLit, ast.BoolLit)):
-            return e.value
-        if isinstance(e, ast.FloatLit):
-            return struct.unpack("<d", struct.pack("<Q", e.bits))[0]
-        if isinstance(e, ast.StrLit):
-            self.charge(len(e.value), BYTE, e.span)
-            return SliceV(array("B", e.value), 0, len(e.value), BYTE)
-        if isinstance(e, ast.Name):
-            r = fn.typed.res(e)
-            if isinstance(r, StaticRef):
-                return self.statics[r.item.key]
-            if isinstance(r, FnValue):
-                raise Refusal(Rule.STATIC_ITEM, "a static cannot use function values", e.span)
-            return self.frames[-1][r.uid]
-        if isinstance(e, ast.Unary):
-            v = self.expr(e.operand, fn)
-            if e.op == "-":
-                return int_neg(v) if fn.typed.ty(e) == INT else -v
-            if e.op == "!":
-                return not v
-            if e.op == "~":
-                return ~v
-            return v.frame[v.key]
-        if isinstance(e, ast.Binary):
-            return self.binary(e, fn)
-        if isinstance(e, ast.Call):
-            return self.call(e, fn)
-        if isinstance(e, ast.Index):
-            sl = self.expr(e.base, fn)
-            i = self.expr(e.index, fn)
-            if not 0 <= i < sl.length:
-                raise Trap(f"index {i} is out of range for a slice of length {sl.length}")
-            return sl.store[sl.start + i]
-        if isinstance(e, ast.SliceExpr):
-            sl = self.expr(e.base, fn)
-            lo, hi = self.expr(e.lo, fn), self.expr(e.hi, fn)
-            if not 0 <= lo <= hi <= sl.length:
-                raise Trap(f"the range {lo}..{hi} does not fit a slice of length {sl.length}")
-            return SliceV(sl.store, sl.start + lo, hi - lo, sl.elem)
-        if isinstance(e, ast.AllocSlice):
-            n = self.expr(e.count, fn)
-            fill = self.expr(e.fill, fn)
-            ty = fn.typed.ty(e)
-            elem = ty.target.elem
-            if n < 0:
-                raise Trap(f"`alloc_slice` of {n} elements")
-            if ty.region != STATIC:  # the arena is checked first, as the run-time bump is
-                self.arena(ty.region, e.span).take(n * self.layout.stride(elem))
-            self.charge(n, elem, e.span)
-            return SliceV(new_store(elem, n, fill), 0, n, elem)
-        if isinstance(e, ast.TupleExpr):
-            return tuple(self.expr(p, fn) for p in e.parts)
-        if isinstance(e, ast.StructLit):
-            return ([self.expr(f.value, fn) for f in e.fields], [f.name.name for f in e.fields])
-        if isinstance(e, ast.VariantExpr):
-            return (e.variant.name, tuple(self.expr(a, fn) for a in (e.args or [])))
-        if isinstance(e, (ast.FieldAccess, ast.TupleIndex)):
-            v = self.expr(e.base, fn)
-            if isinstance(v, Cell):
-                v = v.frame[v.key]
-            idx = fn.typed.res(e).index
-            return v[idx] if isinstance(v, tuple) else v[0][idx]
+        match e:
+            case ast.Name():
+                return self.name(e, fn)
+            case ast.IntLit() | ast.BoolLit():
+                return e.value
+            case ast.Call():
+                return self.call(e, fn)
+            case ast.Binary():
+                return self.binary(e, fn)
+            case ast.Index():
+                sl = self.expr(e.base, fn)
+                i = self.expr(e.index, fn)
+                if not 0 <= i < sl.length:
+                    raise Trap(f"index {i} is out of range for a slice of length {sl.length}")
+                return sl.store[sl.start + i]
+            case ast.FieldAccess() | ast.TupleIndex():
+                v = self.expr(e.base, fn)
+                if isinstance(v, Cell):
+                    v = v.frame[v.key]
+                idx = fn.typed.res(e).index
+                return v[idx] if isinstance(v, tuple) else v[0][idx]
+            case ast.Unary():
+                return self.unary(e, fn)
+            case ast.FloatLit():
+                return struct.unpack("<d", struct.pack("<Q", e.bits))[0]
+            case ast.StrLit():
+                self.charge(len(e.value), BYTE, e.span)
+                return SliceV(array("B", e.value), 0, len(e.value), BYTE)
+            case ast.SliceExpr():
+                sl = self.expr(e.base, fn)
+                lo, hi = self.expr(e.lo, fn), self.expr(e.hi, fn)
+                if not 0 <= lo <= hi <= sl.length:
+                    raise Trap(f"the range {lo}..{hi} does not fit a slice of length {sl.length}")
+                return SliceV(sl.store, sl.start + lo, hi - lo, sl.elem)
+            case ast.AllocSlice():
+                return self.alloc_slice(e, fn)
+            case ast.TupleExpr():
+                return tuple(self.expr(p, fn) for p in e.parts)
+            case ast.StructLit():
+                return ([self.expr(f.value, fn) for f in e.fields], [f.name.name for f in e.fields])
+            case ast.VariantExpr():
+                return (e.variant.name, tuple(self.expr(a, fn) for a in (e.args or [])))
         raise Refusal(Rule.STATIC_ITEM, f"a static cannot evaluate `{type(e).__name__}`", e.span)
+
+    def name(self, e: ast.Name, fn: CheckedFn):
+        r = fn.typed.res(e)
+        if isinstance(r, StaticRef):
+            return self.statics[r.item.key]
+        if isinstance(r, FnValue):
+            raise Refusal(Rule.STATIC_ITEM, "a static cannot use function values", e.span)
+        return self.frames[-1][r.uid]
+
+    def unary(self, e: ast.Unary, fn: CheckedFn):
+        v = self.expr(e.operand, fn)
+        if e.op == "-":
+            return int_neg(v) if fn.typed.ty(e) == INT else -v
+        if e.op == "!":
+            return not v
+        if e.op == "~":
+            return ~v
+        return v.frame[v.key]
+
+    def alloc_slice(self, e: ast.AllocSlice, fn: CheckedFn) -> SliceV:
+        n = self.expr(e.count, fn)
+        fill = self.expr(e.fill, fn)
+        ty = fn.typed.ty(e)
+        elem = ty.target.elem
+        if n < 0:
+            raise Trap(f"`alloc_slice` of {n} elements")
+        if ty.region != STATIC:  # the arena is checked first, as the run-time bump is
+            self.arena(ty.region, e.span).take(n * self.layout.stride(elem))
+        self.charge(n, elem, e.span)
+        return SliceV(new_store(elem, n, fill), 0, n, elem)
 
     def binary(self, e: ast.Binary, fn: CheckedFn):
         if e.op == "&&":
