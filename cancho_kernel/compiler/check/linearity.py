@@ -126,112 +126,128 @@ class Replay:
         return diverged
 
     def step(self, ev, st: _State, declared: list) -> bool:
-        if isinstance(ev, Declare):
-            if ev.shadows is not None and st.live.get(ev.shadows) == LIVE:
-                self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
-                          f"`{ev.shadows.name}` still holds a res value; shadowing it here would put that value out of reach",
-                          ev.span)
-            if self.is_res_type(ev.slot.ty):
-                st.live[ev.slot] = LIVE
-            declared.append(ev.slot)
-            return False
-        if isinstance(ev, Freeze):
-            s = ev.slot
-            if st.live.get(s) == MOVED:
-                self.fail(Rule.LINEAR_USE_AFTER_MOVE, f"`{s.name}` has already been consumed; there is nothing left to borrow", ev.span)
-            b = st.borrow.get(s)
-            if b is not None and b[0] == "locked":
-                self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is already borrowed uniquely here", ev.span)
-            if b is not None and ev.unique:
-                self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is borrowed (shared) here, so it cannot be borrowed uniquely", ev.span)
-            if ev.unique:
-                st.borrow[s] = ("locked",)
-            else:
-                st.borrow[s] = ("frozen", (b[1] if b else 0) + 1)
-            return False
-        if isinstance(ev, Thaw):
-            b = st.borrow.get(ev.slot)
-            if b is not None and b[0] == "frozen" and b[1] > 1:
-                st.borrow[ev.slot] = ("frozen", b[1] - 1)
-            else:
-                st.borrow.pop(ev.slot, None)
-            return False
-        if isinstance(ev, (Use, Touch)):
-            s = ev.slot
-            b = st.borrow.get(s)
-            if b is not None and b[0] == "locked":
-                self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is borrowed uniquely here, so it cannot be used until the borrow ends", ev.span)
-            state = st.live.get(s)
-            if isinstance(ev, Touch) or state is None:
-                return False
-            if state == MOVED:
-                self.fail(Rule.LINEAR_USE_AFTER_MOVE, f"`{s.name}` has already been consumed; a res value is used exactly once", ev.span)
-            if b is not None:
-                self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is borrowed here, so it cannot be moved or consumed", ev.span)
-            st.live[s] = MOVED
-            return False
-        if isinstance(ev, Assign):
-            s = ev.slot
-            if st.borrow.get(s) is not None:
-                self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is borrowed here, so it cannot be assigned", ev.span)
-            if st.live.get(s) == LIVE:
-                self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
-                          f"assigning to `{s.name}` would discard the res value it still holds", ev.span)
-            if self.is_res_type(s.ty):
-                st.live[s] = LIVE
-            return False
-        if isinstance(ev, Discard):
-            if self.is_res_type(ev.ty):
-                self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
-                          f"this discards a res value of type `{self.type_str(ev.ty)}`; it must be consumed", ev.span)
-            return False
-        if isinstance(ev, Read):
-            if self.is_res_type(ev.ty):
-                self.fail(Rule.LINEAR_VALUE_TAKEN_APART,
-                          f"`{self.type_str(ev.ty)}` is a res value: a field cannot be read out of it; take the whole value apart",
-                          ev.span)
-            return False
-        if isinstance(ev, Return):
-            for s in declared:
-                if st.live.get(s) == LIVE:
+        """Apply one event; True when control does not continue past it (a `return`)."""
+        match ev:
+            case Declare():
+                self._declare(ev, st, declared)
+            case Use() | Touch():
+                self._use(ev, st)
+            case Discard():
+                if self.is_res_type(ev.ty):
                     self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
-                              f"`{s.name}` (a res value of type `{self.type_str(s.ty)}`) is still live here, where the function returns; consume it first",
+                              f"this discards a res value of type `{self.type_str(ev.ty)}`; it must be consumed", ev.span)
+            case Read():
+                if self.is_res_type(ev.ty):
+                    self.fail(Rule.LINEAR_VALUE_TAKEN_APART,
+                              f"`{self.type_str(ev.ty)}` is a res value: a field cannot be read out of it; take the whole value apart",
                               ev.span)
-            return True
-        if isinstance(ev, Scope):
-            return self._scope(ev, st, declared)
-        if isinstance(ev, Branch):
-            results = []
-            for arm in ev.arms:
-                s2 = st.copy()
-                d = self.run(arm, s2, list(declared))
-                if d:
-                    continue
-                results.append(s2)
-            if not results:
-                return True
-            first = results[0]
-            for other in results[1:]:
-                for slot in set(first.live) | set(other.live):
-                    if slot in declared and first.live.get(slot) != other.live.get(slot):
+            case Assign():
+                self._assign(ev, st)
+            case Scope():
+                return self._scope(ev, st, declared)
+            case Branch():
+                return self._branch(ev, st, declared)
+            case Loop():
+                self._loop(ev, st, declared)
+            case Freeze():
+                self._freeze(ev, st)
+            case Thaw():
+                b = st.borrow.get(ev.slot)
+                if b is not None and b[0] == "frozen" and b[1] > 1:
+                    st.borrow[ev.slot] = ("frozen", b[1] - 1)
+                else:
+                    st.borrow.pop(ev.slot, None)
+            case Return():
+                for s in declared:
+                    if st.live.get(s) == LIVE:
                         self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
-                                  f"the branches disagree about `{slot.name}`: one consumes it and another does not", ev.span)
-            keep = {k: v for k, v in first.live.items() if k in declared}
-            st.live = {**{k: v for k, v in st.live.items() if k in declared}, **keep}
-            st.borrow = first.borrow
-            return False
-        if isinstance(ev, Loop):
-            before = st.copy()
-            s2 = st.copy()
-            d = self.run(ev.events, s2, list(declared))
-            if not d:
-                for slot in declared:
-                    if before.live.get(slot) != s2.live.get(slot):
-                        self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
-                                  f"`{slot.name}` is consumed inside this loop, which may run more than once (or not at all)",
+                                  f"`{s.name}` (a res value of type `{self.type_str(s.ty)}`) is still live here, where the function returns; consume it first",
                                   ev.span)
-            return False
-        raise TypeError(f"unknown event {ev!r}")
+                return True
+            case _:
+                raise TypeError(f"unknown event {ev!r}")
+        return False
+
+    def _declare(self, ev: Declare, st: _State, declared: list) -> None:
+        if ev.shadows is not None and st.live.get(ev.shadows) == LIVE:
+            self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
+                      f"`{ev.shadows.name}` still holds a res value; shadowing it here would put that value out of reach",
+                      ev.span)
+        if self.is_res_type(ev.slot.ty):
+            st.live[ev.slot] = LIVE
+        declared.append(ev.slot)
+
+    def _freeze(self, ev: Freeze, st: _State) -> None:
+        s = ev.slot
+        if st.live.get(s) == MOVED:
+            self.fail(Rule.LINEAR_USE_AFTER_MOVE, f"`{s.name}` has already been consumed; there is nothing left to borrow", ev.span)
+        b = st.borrow.get(s)
+        if b is not None and b[0] == "locked":
+            self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is already borrowed uniquely here", ev.span)
+        if b is not None and ev.unique:
+            self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is borrowed (shared) here, so it cannot be borrowed uniquely", ev.span)
+        if ev.unique:
+            st.borrow[s] = ("locked",)
+        else:
+            st.borrow[s] = ("frozen", (b[1] if b else 0) + 1)
+
+    def _use(self, ev: Use | Touch, st: _State) -> None:
+        s = ev.slot
+        b = st.borrow.get(s)
+        if b is not None and b[0] == "locked":
+            self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is borrowed uniquely here, so it cannot be used until the borrow ends", ev.span)
+        state = st.live.get(s)
+        if isinstance(ev, Touch) or state is None:
+            return
+        if state == MOVED:
+            self.fail(Rule.LINEAR_USE_AFTER_MOVE, f"`{s.name}` has already been consumed; a res value is used exactly once", ev.span)
+        if b is not None:
+            self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is borrowed here, so it cannot be moved or consumed", ev.span)
+        st.live[s] = MOVED
+
+    def _assign(self, ev: Assign, st: _State) -> None:
+        s = ev.slot
+        if st.borrow.get(s) is not None:
+            self.fail(Rule.BORROW_CONFLICT, f"`{s.name}` is borrowed here, so it cannot be assigned", ev.span)
+        if st.live.get(s) == LIVE:
+            self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
+                      f"assigning to `{s.name}` would discard the res value it still holds", ev.span)
+        if self.is_res_type(s.ty):
+            st.live[s] = LIVE
+
+    def _branch(self, ev: Branch, st: _State, declared: list) -> bool:
+        """Every arm that continues must leave each outer res binding in the same state."""
+        results = []
+        for arm in ev.arms:
+            s2 = st.copy()
+            d = self.run(arm, s2, list(declared))
+            if d:
+                continue
+            results.append(s2)
+        if not results:
+            return True
+        first = results[0]
+        for other in results[1:]:
+            for slot in set(first.live) | set(other.live):
+                if slot in declared and first.live.get(slot) != other.live.get(slot):
+                    self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
+                              f"the branches disagree about `{slot.name}`: one consumes it and another does not", ev.span)
+        keep = {k: v for k, v in first.live.items() if k in declared}
+        st.live = {**{k: v for k, v in st.live.items() if k in declared}, **keep}
+        st.borrow = first.borrow
+        return False
+
+    def _loop(self, ev: Loop, st: _State, declared: list) -> None:
+        """A loop body must leave every outer res binding as it found it."""
+        before = st.copy()
+        s2 = st.copy()
+        d = self.run(ev.events, s2, list(declared))
+        if not d:
+            for slot in declared:
+                if before.live.get(slot) != s2.live.get(slot):
+                    self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
+                              f"`{slot.name}` is consumed inside this loop, which may run more than once (or not at all)",
+                              ev.span)
 
     def _scope(self, ev: Scope, st: _State, declared: list) -> bool:
         inner_declared = list(declared)
