@@ -239,9 +239,10 @@ def main(argv: list[str] | None = None) -> int:
     # Interrupts are the client's business (it kills the child); a terminal's Ctrl-C must not
     # take the worker down with the kernel's process group.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    from . import native
+    from . import mcjit, native
 
     native.ensure_initialised()
+    mcjit.native_child_available()  # build or load the C child now, not during the first run
     become_subreaper()
     try:
         Worker(sock, python_child=os.environ.get(PYTHON_CHILD_ENV) == "1").serve()
