@@ -18,6 +18,7 @@ from ..source import Span
 from . import builtins as B
 from . import linearity as L
 from .consteval import Trap, int_binary, int_neg
+from .refusals import fail, mismatch
 from .signatures import (FnSig, TypeResolver)
 from .aggregates import AggregateChecks
 from .checked import CheckedFn, Poisoned  # noqa: F401 - re-exported
@@ -43,7 +44,7 @@ def arity_message(name: str, want: int, got: int) -> str:
             f"{'was' if got == 1 else 'were'} given")
 
 
-class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
+class BodyChecker:
     """Checks one `fn` body against its signature."""
 
     def __init__(self, item: ItemRef, sig: FnSig, modules: dict[str, ModuleScope], types: TypeTable):
@@ -53,7 +54,10 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         self.module = modules[item.module]
         self.edition = item.edition
         self.types = types
-        self.subst: dict[int, Type] = {}
+        # The parts of the checker, composed (each holds a typed reference back to this one).
+        self.rel = TypeRelations(item, sig)
+        self.agg = AggregateChecks(self)
+        self.builtin_calls = BuiltinCalls(self)
         self.defers: list[list[list]] = []  # per open block: the event lists of its defers
         # What the walk learns, keyed by node (never written into the tree); settled into a
         # frozen TypedBody when the body is done.
@@ -78,14 +82,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
     # ------------------------------------------------------------ helpers
 
     def is_res(self, t: Type) -> bool:
-        return self.types.is_res(self.zonk(t))
-
-    def fail(self, rule: Rule, msg: str, span: Span):
-        raise Refusal(rule, msg, span)
-
-    def mismatch(self, expected: Type | str, found: Type, span: Span):
-        exp = expected if isinstance(expected, str) else f"`{expected}`"
-        self.fail(Rule.TYPE_MISMATCH, f"expected {exp}, found `{found}`", span)
+        return self.types.is_res(self.rel.zonk(t))
 
     def emit(self, ev) -> None:
         self.ev.append(ev)
@@ -147,16 +144,16 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         frozen: locals, call targets and types with every inference variable replaced."""
         final: dict[int, Local] = {}
         for loc in self.all_locals:
-            t = self.zonk(loc.ty)
-            if self.has_var(t):
-                self.fail(Rule.AMBIGUOUS_TYPE,
+            t = self.rel.zonk(loc.ty)
+            if self.rel.has_var(t):
+                fail(Rule.AMBIGUOUS_TYPE,
                           f"cannot tell the type of `{loc.name}`: write it, e.g. `let {loc.name}: T = ...`", loc.span)
             final[loc.uid] = replace(loc, ty=t)
         typed = TypedBody()
         for e, t in self.expr_types.items():
-            t = self.zonk(t)
-            if self.has_var(t):
-                self.fail(Rule.AMBIGUOUS_TYPE, f"cannot tell the full type of this expression (`{t}`)", e.span)
+            t = self.rel.zonk(t)
+            if self.rel.has_var(t):
+                fail(Rule.AMBIGUOUS_TYPE, f"cannot tell the full type of this expression (`{t}`)", e.span)
             typed.types[e] = t
         for e, r in self.resolved.items():
             typed.resolved[e] = self.settled(r, final)
@@ -174,7 +171,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if isinstance(r, Local):
             return final.get(r.uid, r)
         if isinstance(r, CallTarget):
-            subst = {k: self.zonk(v) if isinstance(v, Type) else v for k, v in r.subst.items()}
+            subst = {k: self.rel.zonk(v) if isinstance(v, Type) else v for k, v in r.subst.items()}
             return replace(r, subst=MappingProxyType(subst))
         if isinstance(r, BorrowBinding):
             return BorrowBinding(final[r.target.uid], final[r.ref.uid])
@@ -235,9 +232,9 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             case ast.LetStruct():
                 self.let_struct(s)
             case ast.LetTuple():
-                self.let_tuple(s)
+                self.agg.let_tuple(s)
             case ast.Match():
-                self.match_stmt(s)
+                self.agg.match_stmt(s)
             case ast.Borrow():
                 self.borrow(s)
             case ast.RegionStmt():
@@ -249,16 +246,16 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                 evs, _ = self.sub_events(deferred)
                 self.defers[-1].append(evs)
             case _:
-                self.fail(Rule.INTERNAL, f"unexpected statement {type(s).__name__}", s.span)
+                fail(Rule.INTERNAL, f"unexpected statement {type(s).__name__}", s.span)
 
     def let(self, s: ast.Let) -> None:
         t = self.expr(s.value)
         if s.ty is not None:
             want = self.resolver().resolve(s.ty)
-            self.coerce(t, want, s.value.span)
+            self.rel.coerce(t, want, s.value.span)
             t = want
         if t == UNIT:
-            self.fail(Rule.TYPE_MISMATCH, "this expression has no value to bind", s.value.span)
+            fail(Rule.TYPE_MISMATCH, "this expression has no value to bind", s.value.span)
         self.bindings[s] = self.declare(s.name.name, t, s.mutable, s.name.span,
                                         LocalKind.VAR if s.mutable else LocalKind.LET)
 
@@ -275,11 +272,11 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         t = self.expr(s.value)
         for r in regions_in(t):
             if r.kind in ("borrow", "arena"):
-                self.fail(Rule.REFERENCE_ESCAPES_REGION,
+                fail(Rule.REFERENCE_ESCAPES_REGION,
                           f"this returns `{t}`, a reference into `{r.name}`, which ends before the function returns: "
                           "a reference may not outlive its region",
                           s.value.span)
-        self.coerce(t, self.sig.ret, s.value.span)
+        self.rel.coerce(t, self.sig.ret, s.value.span)
         # The value is evaluated first, then every enclosing block's defers, innermost first.
         for frame in reversed(self.defers):
             for evs in reversed(frame):
@@ -288,7 +285,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
 
     def region(self, s: ast.RegionStmt) -> None:
         if self.lookup_region(s.name.name) is not None:
-            self.fail(Rule.DUPLICATE_DECLARATION, f"region `{s.name.name}` is already in scope", s.name.span)
+            fail(Rule.DUPLICATE_DECLARATION, f"region `{s.name.name}` is already in scope", s.name.span)
         reg = Region(s.name.name, "arena", tuple(reversed(self.open_regions)))
         self.regions[s] = reg
         self.arenas.append(reg)
@@ -300,23 +297,23 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
     def take_apart_refusal(self, t: Type, span: Span):
         """A capability, a box or a handle cannot be destructured; say what ends each."""
         if isinstance(t, BoxT):
-            self.fail(Rule.LINEAR_VALUE_TAKEN_APART, f"`{t}` cannot be taken apart: a box is ended by `unbox`", span)
+            fail(Rule.LINEAR_VALUE_TAKEN_APART, f"`{t}` cannot be taken apart: a box is ended by `unbox`", span)
         if isinstance(t, Handle):
             ender = {"File": "file_close"}.get(t.name, "its own close")
-            self.fail(Rule.LINEAR_VALUE_TAKEN_APART,
+            fail(Rule.LINEAR_VALUE_TAKEN_APART,
                       f"`{t}` owns an open descriptor and is ended by `{ender}`; it cannot be taken apart", span)
-        self.fail(Rule.CAPABILITY_MISUSED, f"`{t}` is a capability: it cannot be taken apart, only lent, narrowed or released",
+        fail(Rule.CAPABILITY_MISUSED, f"`{t}` is a capability: it cannot be taken apart, only lent, narrowed or released",
                   span)
 
     def unsupported(self, what: str, span: Span):
         """A construct the language has and this implementation does not: refused where it is
         written, under its own rule (never `internal`, which is a bug of ours)."""
-        self.fail(Rule.UNSUPPORTED_ON_TARGET, f"{what} is not supported by cancho-kernel", span)
+        fail(Rule.UNSUPPORTED_ON_TARGET, f"{what} is not supported by cancho-kernel", span)
 
     def cond(self, e: ast.Expr) -> None:
         t = self.expr(e)
         if t != BOOL:
-            self.mismatch(BOOL, t, e.span)
+            mismatch(BOOL, t, e.span)
 
     def if_stmt(self, s: ast.If) -> None:
         self.cond(s.cond)
@@ -334,20 +331,20 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if isinstance(t, Cap) or isinstance(t, Handle) or isinstance(t, BoxT):
             self.take_apart_refusal(t, s.span)
         if not self.types.is_struct(t):
-            self.fail(Rule.NOT_A_STRUCT, f"`let {s.struct.name} {{ .. }}` takes a struct apart, but this is `{t}`", s.value.span)
-        self.expect_named(s.qualifier, s.struct, t)
+            fail(Rule.NOT_A_STRUCT, f"`let {s.struct.name} {{ .. }}` takes a struct apart, but this is `{t}`", s.value.span)
+        self.agg.expect_named(s.qualifier, s.struct, t)
         fields = self.types.fields(t)
         names = {n for n, _ in fields}
         seen: set[str] = set()
         for f in s.fields:
             if f.name not in names:
-                self.fail(Rule.UNKNOWN_NAME, f"`{t}` has no field `{f.name}`", f.span)
+                fail(Rule.UNKNOWN_NAME, f"`{t}` has no field `{f.name}`", f.span)
             if f.name in seen:
-                self.fail(Rule.DUPLICATE_DECLARATION, f"field `{f.name}` is named twice", f.span)
+                fail(Rule.DUPLICATE_DECLARATION, f"field `{f.name}` is named twice", f.span)
             seen.add(f.name)
         missing = [n for n, _ in fields if n not in seen]
         if missing:
-            self.fail(Rule.MISSING_FIELD,
+            fail(Rule.MISSING_FIELD,
                       f"destructuring takes the whole value apart: name every field of `{t}`; missing `{missing[0]}`",
                       s.span)
         ftypes = dict(fields)
@@ -360,54 +357,54 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             loc = self.lookup_local(target.name)
             if loc is None:
                 if target.name in self.module.items:
-                    self.fail(Rule.NOT_A_PLACE, f"`{target.name}` is not a variable; only `var` bindings can be assigned", target.span)
-                self.fail(Rule.UNKNOWN_NAME, f"`{target.name}` is not in scope", target.span)
+                    fail(Rule.NOT_A_PLACE, f"`{target.name}` is not a variable; only `var` bindings can be assigned", target.span)
+                fail(Rule.UNKNOWN_NAME, f"`{target.name}` is not in scope", target.span)
             if not loc.mutable:
-                self.fail(Rule.ASSIGN_TO_IMMUTABLE,
+                fail(Rule.ASSIGN_TO_IMMUTABLE,
                           f"`{target.name}` is not a `var`; declare it with `var {target.name} = ...` to assign to it",
                           target.span)
             for r in regions_in(vt):
                 if r.kind in ("borrow", "arena") and r not in loc.open_regions:
-                    self.fail(Rule.REFERENCE_ESCAPES_REGION,
+                    fail(Rule.REFERENCE_ESCAPES_REGION,
                               f"`{target.name}` outlives region `{r.name}`, so it cannot hold `{vt}`", s.value.span)
-            self.coerce(vt, loc.ty, s.value.span)
+            self.rel.coerce(vt, loc.ty, s.value.span)
             self.record(target, loc.ty, loc)
             self.emit(L.Assign(loc, target.span))
             return
         if isinstance(target, ast.Index):
             bt = self.sliced(target.base, [target.index], "indexed")
             if not bt.unique:
-                self.fail(Rule.SHARED_REFERENCE_WRITTEN,
+                fail(Rule.SHARED_REFERENCE_WRITTEN,
                           f"`{bt}` is a shared slice; writing needs a unique reference `&!`", target.span)
-            self.coerce(vt, bt.target.elem, s.value.span)
+            self.rel.coerce(vt, bt.target.elem, s.value.span)
             self.record(target, bt.target.elem)
             return
         if isinstance(target, ast.Unary) and target.op == "*":
             rt = self.expr(target.operand)
             if not isinstance(rt, Ref):
-                self.fail(Rule.NOT_A_REFERENCE, f"only a reference can be dereferenced; this is `{rt}`", target.operand.span)
+                fail(Rule.NOT_A_REFERENCE, f"only a reference can be dereferenced; this is `{rt}`", target.operand.span)
             if not rt.unique:
-                self.fail(Rule.SHARED_REFERENCE_WRITTEN, f"`{rt}` is a shared reference; writing needs `&!`", target.span)
+                fail(Rule.SHARED_REFERENCE_WRITTEN, f"`{rt}` is a shared reference; writing needs `&!`", target.span)
             if self.is_res(rt.target):
-                self.fail(Rule.LINEAR_VALUE_UNCONSUMED, f"`*r = ..` would overwrite a res value of type `{rt.target}`", target.span)
-            self.coerce(vt, rt.target, s.value.span)
+                fail(Rule.LINEAR_VALUE_UNCONSUMED, f"`*r = ..` would overwrite a res value of type `{rt.target}`", target.span)
+            self.rel.coerce(vt, rt.target, s.value.span)
             self.record(target, rt.target)
             return
         if isinstance(target, (ast.FieldAccess, ast.TupleIndex)):
-            self.assign_member(target, vt, s.value.span)
+            self.agg.assign_member(target, vt, s.value.span)
             return
-        self.fail(Rule.NOT_A_PLACE, "only a `var`, `s[i]` through a unique slice, a field through a unique reference, or `*r` can be assigned",
+        fail(Rule.NOT_A_PLACE, "only a `var`, `s[i]` through a unique slice, a field through a unique reference, or `*r` can be assigned",
                   target.span)
 
     def borrow(self, s: ast.Borrow) -> None:
         loc = self.lookup_local(s.target.name)
         if loc is None:
-            self.fail(Rule.UNKNOWN_NAME, f"`{s.target.name}` is not in scope; `borrow` takes a binding name", s.target.span)
+            fail(Rule.UNKNOWN_NAME, f"`{s.target.name}` is not in scope; `borrow` takes a binding name", s.target.span)
         if s.mutable != s.unique:
             want = "borrow mut x as &!r" if s.mutable else "borrow x as &r"
-            self.fail(Rule.TYPE_MISMATCH, f"`mut` and `&!` go together: write `{want}`", s.span)
+            fail(Rule.TYPE_MISMATCH, f"`mut` and `&!` go together: write `{want}`", s.span)
         if self.lookup_region(s.region.name) is not None:
-            self.fail(Rule.DUPLICATE_DECLARATION, f"region `{s.region.name}` is already in scope", s.region.span)
+            fail(Rule.DUPLICATE_DECLARATION, f"region `{s.region.name}` is already in scope", s.region.span)
         if isinstance(loc.ty, Ref):
             pass  # a reference to a reference: legal, if unusual
         reg = Region(s.region.name, "borrow", tuple(reversed(self.open_regions)))
@@ -423,7 +420,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
     # ------------------------------------------------------------ expressions
 
     def expr(self, e: ast.Expr) -> Type:
-        t = self.zonk(self._expr(e))
+        t = self.rel.zonk(self._expr(e))
         self.expr_types[e] = t
         return t
 
@@ -441,12 +438,12 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             case ast.Index():
                 return self.sliced(e.base, [e.index], "indexed").target.elem
             case ast.FieldAccess() | ast.TupleIndex():
-                return self.member(e)
+                return self.agg.member(e)
             case ast.Unary():
                 return self.unary(e)
             case ast.FloatLit():
                 if e.is_f32 and self.edition < 6:
-                    self.fail(Rule.TYPE_MISMATCH, "`f32` literals need `edition 6;` or later", e.span)
+                    fail(Rule.TYPE_MISMATCH, "`f32` literals need `edition 6;` or later", e.span)
                 return F32 if e.is_f32 else FLOAT
             case ast.StrLit():
                 return Ref(STATIC, False, Slice(BYTE))
@@ -458,31 +455,31 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                 reg = self.arena(e.region)
                 vt = self.expr(e.value)
                 if self.is_res(vt):
-                    self.fail(Rule.MODE_BOUND_VIOLATED, f"an arena holds only val data; `{vt}` is res", e.value.span)
+                    fail(Rule.MODE_BOUND_VIOLATED, f"an arena holds only val data; `{vt}` is res", e.value.span)
                 return Ref(reg, True, vt)
             case ast.TupleExpr():
-                return self.tuple_expr(e)
+                return self.agg.tuple_expr(e)
             case ast.StructLit():
                 if e.qualifier is None and e.name.name in B.CAPABILITY_KINDS | B.HANDLE_TYPES | {"Split"}:
-                    self.fail(Rule.CAPABILITY_MISUSED, f"`{e.name.name}` has no literal: capabilities come only from `split`",
+                    fail(Rule.CAPABILITY_MISUSED, f"`{e.name.name}` has no literal: capabilities come only from `split`",
                               e.span)
-                return self.struct_lit(e)
+                return self.agg.struct_lit(e)
             case ast.VariantExpr():
-                return self.variant_expr(e)
+                return self.agg.variant_expr(e)
             case ast.QualifiedName():
-                self.fail(Rule.NOT_A_FUNCTION, f"`{e.qualifier.name}.{e.name.name}` can only be called", e.span)
-        self.fail(Rule.INTERNAL, f"unexpected expression {type(e).__name__}", e.span)
+                fail(Rule.NOT_A_FUNCTION, f"`{e.qualifier.name}.{e.name.name}` can only be called", e.span)
+        fail(Rule.INTERNAL, f"unexpected expression {type(e).__name__}", e.span)
 
     def alloc_slice(self, e: ast.AllocSlice) -> Type:
         reg = self.arena(e.region)
         ct = self.expr(e.count)
         ft = self.expr(e.fill)
         if ct != INT:
-            self.mismatch(INT, ct, e.count.span)
+            mismatch(INT, ct, e.count.span)
         if self.is_res(ft):
-            self.fail(Rule.MODE_BOUND_VIOLATED, f"an arena holds only val data; `{ft}` is res", e.fill.span)
+            fail(Rule.MODE_BOUND_VIOLATED, f"an arena holds only val data; `{ft}` is res", e.fill.span)
         if ft == UNIT:
-            self.mismatch("a value", ft, e.fill.span)
+            mismatch("a value", ft, e.fill.span)
         if isinstance(ft, Ref) and isinstance(ft.target, Slice):
             self.unsupported(f"arena slices of `{ft}`", e.fill.span)
         return Ref(reg, True, Slice(ft))
@@ -493,17 +490,17 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         bt = self.expr(base)
         pts = [self.expr(p) for p in positions]
         if not (isinstance(bt, Ref) and isinstance(bt.target, Slice)):
-            self.fail(Rule.NOT_A_SLICE, f"only a slice can be {what}; this is `{bt}`", base.span)
+            fail(Rule.NOT_A_SLICE, f"only a slice can be {what}; this is `{bt}`", base.span)
         for p, pt in zip(positions, pts):
             if pt != INT:
-                self.mismatch(INT, pt, p.span)
+                mismatch(INT, pt, p.span)
         return bt
 
     def arena(self, ident: ast.Ident) -> Region:
         if ident.name == "static" and self.sig.kind == "static":
             return STATIC
         if ident.name == "static":
-            self.fail(Rule.STATIC_ITEM, "`alloc_slice[static]` and `alloc[static]` are only legal inside a `static` item's body",
+            fail(Rule.STATIC_ITEM, "`alloc_slice[static]` and `alloc[static]` are only legal inside a `static` item's body",
                       ident.span)
         for r in reversed(self.arenas):
             if r.name == ident.name:
@@ -511,9 +508,9 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                     return r
         r = self.lookup_region(ident.name)
         if r is None:
-            self.fail(Rule.REGION_NOT_IN_SCOPE, f"region `{ident.name}` is not in scope; open it with `region {ident.name} {{ .. }}`",
+            fail(Rule.REGION_NOT_IN_SCOPE, f"region `{ident.name}` is not in scope; open it with `region {ident.name} {{ .. }}`",
                       ident.span)
-        self.fail(Rule.REGION_MISMATCH, f"`{ident.name}` is not an arena open in this function; only `region {ident.name} {{ .. }}` can be allocated in",
+        fail(Rule.REGION_MISMATCH, f"`{ident.name}` is not an arena open in this function; only `region {ident.name} {{ .. }}` can be allocated in",
                   ident.span)
 
     def name(self, e: ast.Name) -> Type:
@@ -528,19 +525,19 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
                 if item.sig is None:
                     raise Poisoned()
                 if item.sig.tparams:
-                    self.fail(Rule.NO_FUNCTION_VALUES, f"`{e.name}` is generic, so it cannot be a value", e.span)
+                    fail(Rule.NO_FUNCTION_VALUES, f"`{e.name}` is generic, so it cannot be a value", e.span)
                 self.resolved[e] = FnValue(item)
                 self.callees.append(item)
                 sig = item.sig
                 return FnT(tuple(t for _, t in sig.params), sig.row, sig.ret)
             if item.kind == "extern":
-                self.fail(Rule.NO_FUNCTION_VALUES, f"`{e.name}` is a foreign function, so it cannot be a value", e.span)
+                fail(Rule.NO_FUNCTION_VALUES, f"`{e.name}` is a foreign function, so it cannot be a value", e.span)
             if item.kind == "static":
                 return self.static_ref(e, item)
-            self.fail(Rule.TYPE_MISMATCH, f"`{e.name}` is a type, not a value", e.span)
+            fail(Rule.TYPE_MISMATCH, f"`{e.name}` is a type, not a value", e.span)
         if B.builtin_visible(e.name, self.edition):
-            self.fail(Rule.NO_FUNCTION_VALUES, f"`{e.name}` is a builtin, so it cannot be a value", e.span)
-        self.fail(Rule.UNKNOWN_NAME, f"`{e.name}` is not in scope", e.span)
+            fail(Rule.NO_FUNCTION_VALUES, f"`{e.name}` is a builtin, so it cannot be a value", e.span)
+        fail(Rule.UNKNOWN_NAME, f"`{e.name}` is not in scope", e.span)
 
     def static_ref(self, e: ast.Name, item: ItemRef) -> Type:
         """A static's name is a `&static [T]`. Inside a static, only earlier statics are known."""
@@ -549,7 +546,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if self.sig.kind == "static":
             order = list(self.module.items)
             if item.key == self.item.key or order.index(item.name) > order.index(self.item.name):
-                self.fail(Rule.STATIC_ITEM, f"`{item.name}` is declared after `{self.item.name}`; a static reads only earlier statics",
+                fail(Rule.STATIC_ITEM, f"`{item.name}` is declared after `{self.item.name}`; a static reads only earlier statics",
                           e.span)
         self.resolved[e] = StaticRef(item)
         return item.sig.ret
@@ -558,39 +555,39 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if e.op == "*":
             t = self.expr(e.operand)
             if not isinstance(t, Ref):
-                self.fail(Rule.NOT_A_REFERENCE, f"only a reference can be dereferenced; this is `{t}`", e.operand.span)
+                fail(Rule.NOT_A_REFERENCE, f"only a reference can be dereferenced; this is `{t}`", e.operand.span)
             if isinstance(t.target, Slice):
-                self.fail(Rule.TYPE_MISMATCH, f"`*` reads one value; `{t}` is a slice, index it instead", e.span)
+                fail(Rule.TYPE_MISMATCH, f"`*` reads one value; `{t}` is a slice, index it instead", e.span)
             if self.is_res(t.target):
-                self.fail(Rule.LINEAR_VALUE_TAKEN_APART, f"`*` would copy a res value of type `{t.target}`", e.span)
+                fail(Rule.LINEAR_VALUE_TAKEN_APART, f"`*` would copy a res value of type `{t.target}`", e.span)
             return t.target
         t = self.expr(e.operand)
         c = self.consts.get(e.operand)
         if e.op == "-":
             if t not in (INT, FLOAT, F32):
-                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"unary `-` takes `int`, `float` or `f32`, not `{t}`", e.span)
+                fail(Rule.OPERATOR_TYPE_MISMATCH, f"unary `-` takes `int`, `float` or `f32`, not `{t}`", e.span)
             if t == INT and c is not None:
                 self.fold(e, lambda: int_neg(c))
             return t
         if e.op == "!":
             if t != BOOL:
-                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`!` takes `bool`, not `{t}`", e.span)
+                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`!` takes `bool`, not `{t}`", e.span)
             if c is not None:
                 self.consts[e] = not c
             return BOOL
         if e.op == "~":
             if t != INT:
-                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`~` takes `int`, not `{t}`", e.span)
+                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`~` takes `int`, not `{t}`", e.span)
             if c is not None:
                 self.consts[e] = ~c
             return INT
-        self.fail(Rule.INTERNAL, f"unknown unary operator {e.op}", e.span)
+        fail(Rule.INTERNAL, f"unknown unary operator {e.op}", e.span)
 
     def fold(self, e: ast.Expr, compute: Callable[[], object], call: bool = False) -> None:
         try:
             v = compute()
         except Trap as t:
-            self.fail(Rule.CONSTANT_TRAPS, str(t), e.span)
+            fail(Rule.CONSTANT_TRAPS, str(t), e.span)
         self.consts[e] = v
         if call:
             self.folded_calls += 1
@@ -602,10 +599,10 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         lt = self.expr(e.left)
         if op in LOGIC:
             if lt != BOOL:
-                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` takes `bool` operands, not `{lt}`", e.left.span)
+                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` takes `bool` operands, not `{lt}`", e.left.span)
             right_events, rt = self.sub_events(lambda: self.expr(e.right))
             if rt != BOOL:
-                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` takes `bool` operands, not `{rt}`", e.right.span)
+                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` takes `bool` operands, not `{rt}`", e.right.span)
             self.emit(L.Branch([right_events, []], e.span))
             return BOOL
         rt = self.expr(e.right)
@@ -613,33 +610,33 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
             ok = (INT,) if op == "%" else (INT, FLOAT, F32)
             if lt not in (INT, FLOAT, F32) or rt not in (INT, FLOAT, F32):
                 bad = lt if lt not in (INT, FLOAT, F32) else rt
-                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{bad}` has no arithmetic (`int`, `float` and `f32` do)", e.span)
+                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{bad}` has no arithmetic (`int`, `float` and `f32` do)", e.span)
             if lt not in ok:
-                self.mismatch(INT, lt, e.left.span)
+                mismatch(INT, lt, e.left.span)
             if rt != lt:
-                self.mismatch(lt, rt, e.right.span)
+                mismatch(lt, rt, e.right.span)
             result = lt
         elif op in COMPARE:
             if lt not in (INT, FLOAT, F32) or rt not in (INT, FLOAT, F32):
                 bad = lt if lt not in (INT, FLOAT, F32) else rt
-                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` orders `int`, `float` and `f32`, not `{bad}`", e.span)
+                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` orders `int`, `float` and `f32`, not `{bad}`", e.span)
             if rt != lt:
-                self.mismatch(lt, rt, e.right.span)
+                mismatch(lt, rt, e.right.span)
             result = BOOL
         elif op in EQUALITY:
             if lt not in EQ_SCALARS or rt not in EQ_SCALARS:
                 bad = lt if lt not in EQ_SCALARS else rt
-                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` compares scalars, not `{bad}`", e.span)
+                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` compares scalars, not `{bad}`", e.span)
             if rt != lt:
-                self.mismatch(lt, rt, e.right.span)
+                mismatch(lt, rt, e.right.span)
             result = BOOL
         elif op in BITS:
             if lt != INT or rt != INT:
                 bad = lt if lt != INT else rt
-                self.fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` is defined for `int` only, not `{bad}`", e.span)
+                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` is defined for `int` only, not `{bad}`", e.span)
             result = INT
         else:
-            self.fail(Rule.INTERNAL, f"unknown operator {op}", e.span)
+            fail(Rule.INTERNAL, f"unknown operator {op}", e.span)
         a, b = self.consts.get(e.left), self.consts.get(e.right)
         if a is not None and b is not None and lt in (INT, BOOL):
             if lt == INT:
@@ -655,49 +652,49 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         if isinstance(callee, ast.Name):
             loc = self.lookup_local(callee.name)
             if loc is not None:
-                ft = self.zonk(loc.ty)
+                ft = self.rel.zonk(loc.ty)
                 if isinstance(ft, FnT):
                     return self.call_value(e, loc, ft)
-                self.fail(Rule.NOT_A_FUNCTION, f"`{callee.name}` is a local binding, not a function", callee.span)
+                fail(Rule.NOT_A_FUNCTION, f"`{callee.name}` is a local binding, not a function", callee.span)
             item = self.module.items.get(callee.name)
             if item is not None:
                 return self.call_item(e, item)
             if B.builtin_visible(callee.name, self.edition):
-                return self.call_builtin(e, callee.name)
-            self.fail(Rule.NOT_A_FUNCTION, f"`{callee.name}` is not a function in this program", callee.span)
+                return self.builtin_calls.call_builtin(e, callee.name)
+            fail(Rule.NOT_A_FUNCTION, f"`{callee.name}` is not a function in this program", callee.span)
         if isinstance(callee, ast.QualifiedName):
             q = callee.qualifier.name
             target = self.module.imports.get(q)
             if target is None:
-                self.fail(Rule.MODULE_NOT_IMPORTED,
+                fail(Rule.MODULE_NOT_IMPORTED,
                           f"`{q}` is not an imported module here; add `import ... {q};` (a qualified call never names a local)",
                           callee.qualifier.span)
             item = self.modules[target].items.get(callee.name.name)
             if item is None or item.kind not in ("fn", "extern"):
-                self.fail(Rule.NOT_A_FUNCTION, f"`{q}.{callee.name.name}` is not a function in module `{target}`", callee.name.span)
+                fail(Rule.NOT_A_FUNCTION, f"`{q}.{callee.name.name}` is not a function in module `{target}`", callee.name.span)
             if not item.decl.pub and item.kind != "extern" and target != self.item.module:
-                self.fail(Rule.NOT_PUBLIC, f"`{callee.name.name}` is private to module `{target}`; mark it `pub` there",
+                fail(Rule.NOT_PUBLIC, f"`{callee.name.name}` is private to module `{target}`; mark it `pub` there",
                           callee.name.span)
             return self.call_item(e, item)
         t = self.expr(callee)
-        self.fail(Rule.NOT_A_FUNCTION, f"a value of type `{t}` cannot be called", callee.span)
+        fail(Rule.NOT_A_FUNCTION, f"a value of type `{t}` cannot be called", callee.span)
 
     def call_value(self, e: ast.Call, loc: Local, ft: FnT) -> Type:
         """A call through a local of function type: performs exactly the row of the type."""
         self.expr(e.callee)
         if len(e.args) != len(ft.params):
-            self.fail(Rule.ARITY_MISMATCH, arity_message(loc.name, len(ft.params), len(e.args)), e.span)
-        free = self.foreign_regions(ft)
+            fail(Rule.ARITY_MISMATCH, arity_message(loc.name, len(ft.params), len(e.args)), e.span)
+        free = self.rel.foreign_regions(ft)
         rsub: dict = {}
         for a, p in zip(e.args, ft.params):
-            self.bind(p, self.expr(a), {}, rsub, free, a.span)
+            self.rel.bind(p, self.expr(a), {}, rsub, free, a.span)
         self.resolved[e] = CallTarget(CallKind.INDIRECT, loc.name)
         self.performed |= set(ft.row)
         return ft.ret
 
     def call_item(self, e: ast.Call, item: ItemRef) -> Type:
         if item.kind not in ("fn", "extern"):
-            self.fail(Rule.NOT_A_FUNCTION, f"`{item.name}` is a {item.kind}, not a function", e.callee.span)
+            fail(Rule.NOT_A_FUNCTION, f"`{item.name}` is a {item.kind}, not a function", e.callee.span)
         if item.sig is None:
             raise Poisoned()
         sig: FnSig = item.sig
@@ -713,7 +710,7 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
 
     def call_sig(self, sig: FnSig, e: ast.Call) -> tuple[Type, dict]:
         if len(e.args) != len(sig.params):
-            self.fail(Rule.ARITY_MISMATCH,
+            fail(Rule.ARITY_MISMATCH,
                       arity_message(sig.name, len(sig.params), len(e.args)), e.span)
         tsub: dict = {}
         rsub: dict = {}
@@ -725,25 +722,25 @@ class BodyChecker(TypeRelations, BuiltinCalls, AggregateChecks):
         fresh = {("T", n): Param(alias[n], sig.key + "@call", p.bound_val) for n, p in sig.tparams.items()}
         for arg, (pname, pty) in zip(e.args, sig.params):
             at = self.expr(arg)
-            self.bind(substitute(pty, fresh), at, tsub, rsub, callee_regions, arg.span)
+            self.rel.bind(substitute(pty, fresh), at, tsub, rsub, callee_regions, arg.span)
         for inner, outer in sig.where:
             ri, ro = rsub.get(inner.uid), rsub.get(outer.uid)
-            if ri is not None and ro is not None and not self.outlives(ro, ri):
-                self.fail(Rule.REFERENCE_ESCAPES_REGION,
+            if ri is not None and ro is not None and not self.rel.outlives(ro, ri):
+                fail(Rule.REFERENCE_ESCAPES_REGION,
                           f"`{sig.name}` requires `{inner.name} <= {outer.name}` ({outer.name} outlives {inner.name}), but `{ro.name}` does not outlive `{ri.name}`",
                           e.span)
         for name, p in sig.tparams.items():
             if alias[name] not in tsub:
-                self.fail(Rule.AMBIGUOUS_TYPE,
+                fail(Rule.AMBIGUOUS_TYPE,
                           f"cannot tell what `{name}` is in this call to `{sig.name}`: it is not determined by the arguments",
                           e.span)
             got = tsub[alias[name]]
             if p.bound_val and self.is_res(got):
-                self.fail(Rule.MODE_BOUND_VIOLATED, f"`{sig.name}` needs `{name}` to be `val`, and `{got}` is `res`", e.span)
-        ret = self.show(substitute(sig.ret, fresh), tsub, rsub)
+                fail(Rule.MODE_BOUND_VIOLATED, f"`{sig.name}` needs `{name}` to be `val`, and `{got}` is `res`", e.span)
+        ret = self.rel.show(substitute(sig.ret, fresh), tsub, rsub)
         for r in regions_in(ret):
             if r.kind == "param" and r.uid in callee_regions:
-                ret = self.show(ret, {}, {r.uid: STATIC})
+                ret = self.rel.show(ret, {}, {r.uid: STATIC})
         subst = {("T", n): tsub[alias[n]] for n in sig.tparams}
         subst.update({("R", k): v for k, v in rsub.items()})
         return ret, subst

@@ -2,15 +2,18 @@
 `contents`, `narrow`, the filesystem verbs (their label carries the capability's prefix), and
 every ordinary builtin through its cancho-text signature with constant folding.
 
-A mixin of `BodyChecker` (body.py).
+Held by `BodyChecker` (body.py), with a typed reference back to it.
 """
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from .. import ast
 from ..diagnostics import Refusal, Rule
 from ..source import Span
 from .builtins import BUILTINS
+from .refusals import fail, mismatch
 from .consteval import byte_of, wrap
 from .typed import CallKind, CallTarget
 from .signatures import builtin_signature, split_type
@@ -53,31 +56,38 @@ def check_signal_set(text: str, span: Span) -> None:
     if len(set(names)) != len(names):
         raise Refusal(Rule.SIGNAL_NOT_CLAIMABLE, f"`\"{text}\"` names a signal twice; a set names each once", span)
 
+if TYPE_CHECKING:
+    from .body import BodyChecker
+
 
 class BuiltinCalls:
-    """Mixin: needs `expr`, `bind`, `fail`, `call_sig`, `fold`, `zonk`, `out`, `edition`."""
+    """Builtin calls of one body, checked for (and through) the `BodyChecker` that owns them."""
+
+    def __init__(self, chk: "BodyChecker"):
+        self.chk = chk
+        self.rel = chk.rel
 
     def fs_call(self, e: ast.Call, name: str) -> Type:
         """`open_read`/`fs_read`/`fs_write`: the label carries the capability's own prefix."""
         label, third, ret = FS_VERBS[name]
         want = 3 if third else 2
         if len(e.args) != want:
-            self.fail(Rule.ARITY_MISMATCH, f"`{name}` takes {want} arguments, found {len(e.args)}", e.span)
-        ct = self.expr(e.args[0])
-        if not (isinstance(ct, Ref) and isinstance(self.zonk(ct.target), Cap) and self.zonk(ct.target).kind == "Fs"):
-            self.fail(Rule.TYPE_MISMATCH, f"expected a borrowed `Fs(..)` capability, found `{ct}`", e.args[0].span)
-        prefix = self.zonk(ct.target).literal or ""
+            fail(Rule.ARITY_MISMATCH, f"`{name}` takes {want} arguments, found {len(e.args)}", e.span)
+        ct = self.chk.expr(e.args[0])
+        if not (isinstance(ct, Ref) and isinstance(self.rel.zonk(ct.target), Cap) and self.rel.zonk(ct.target).kind == "Fs"):
+            fail(Rule.TYPE_MISMATCH, f"expected a borrowed `Fs(..)` capability, found `{ct}`", e.args[0].span)
+        prefix = self.rel.zonk(ct.target).literal or ""
         self.byte_slice(e.args[1], unique=False)
         if third:
             self.byte_slice(e.args[2], unique=(third == "unique"))
-        self.performed.add(LabelT(label, prefix))
-        self.resolved[e] = CallTarget(CallKind.BUILTIN, name, prefix=prefix)
+        self.chk.performed.add(LabelT(label, prefix))
+        self.chk.resolved[e] = CallTarget(CallKind.BUILTIN, name, prefix=prefix)
         return ret
 
     def byte_slice(self, a: ast.Expr, unique: bool) -> None:
-        t = self.expr(a)
-        if not (isinstance(t, Ref) and self.zonk(t.target) == Slice(BYTE)) or (unique and not t.unique):
-            self.fail(Rule.TYPE_MISMATCH, f"expected `&{'!' if unique else ''}r [byte]`, found `{t}`", a.span)
+        t = self.chk.expr(a)
+        if not (isinstance(t, Ref) and self.rel.zonk(t.target) == Slice(BYTE)) or (unique and not t.unique):
+            fail(Rule.TYPE_MISMATCH, f"expected `&{'!' if unique else ''}r [byte]`, found `{t}`", a.span)
 
     def narrow(self, e: ast.Call) -> Type:
         """`narrow(c, "lit", ...)`: consume an owned capability, give back a narrower one (or a
@@ -85,29 +95,29 @@ class BuiltinCalls:
         from .effects import extends_path
 
         if len(e.args) < 2:
-            self.fail(Rule.ARITY_MISMATCH, "`narrow` takes a capability and one or more literals", e.span)
-        t = self.expr(e.args[0])
-        if isinstance(t, Ref) and isinstance(self.zonk(t.target), Cap):
-            self.fail(Rule.CAPABILITY_NOT_NARROWABLE, f"this capability is borrowed (`{t}`): only its owner can narrow it",
+            fail(Rule.ARITY_MISMATCH, "`narrow` takes a capability and one or more literals", e.span)
+        t = self.chk.expr(e.args[0])
+        if isinstance(t, Ref) and isinstance(self.rel.zonk(t.target), Cap):
+            fail(Rule.CAPABILITY_NOT_NARROWABLE, f"this capability is borrowed (`{t}`): only its owner can narrow it",
                       e.args[0].span)
         if not isinstance(t, Cap) or t.literal is None:
-            self.fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`{t}` carries no value to narrow", e.args[0].span)
+            fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`{t}` carries no value to narrow", e.args[0].span)
         lits: list[str] = []
         for a in e.args[1:]:
             if not isinstance(a, ast.StrLit):
-                self.fail(Rule.CAPABILITY_NOT_NARROWABLE, "`narrow` takes a literal: the new scope must be known when the program is checked",
+                fail(Rule.CAPABILITY_NOT_NARROWABLE, "`narrow` takes a literal: the new scope must be known when the program is checked",
                           a.span)
-            self.record(a, Ref(STATIC, False, Slice(BYTE)))
+            self.chk.record(a, Ref(STATIC, False, Slice(BYTE)))
             lits.append(a.value.decode("utf-8", "replace"))
         if len(lits) > 1 and t.kind not in ("Fs", "Exec"):
-            self.fail(Rule.CAPABILITY_NOT_NARROWABLE, "only `Fs` and `Exec` split into several children; for libraries write one list, e.g. `narrow(ffi, \"libc,libm\")`", e.span)
+            fail(Rule.CAPABILITY_NOT_NARROWABLE, "only `Fs` and `Exec` split into several children; for libraries write one list, e.g. `narrow(ffi, \"libc,libm\")`", e.span)
         path_like = t.kind in ("Fs", "Exec")
         if t.kind == "Signals":
             for lit, a in zip(lits, e.args[1:]):
                 check_signal_set(lit, a.span)
         for lit, a in zip(lits, e.args[1:]):
             if lit == t.literal:
-                self.fail(Rule.CAPABILITY_NOT_NARROWABLE, f"this narrows `{t.literal}` to itself; a narrowing must shrink the scope",
+                fail(Rule.CAPABILITY_NOT_NARROWABLE, f"this narrows `{t.literal}` to itself; a narrowing must shrink the scope",
                           a.span)
             if path_like:
                 inside = extends_path(t.literal, lit)
@@ -117,19 +127,19 @@ class BuiltinCalls:
                 inside = lit.startswith(t.literal)
             if not inside:
                 why = " (a path prefix extends at a `/`)" if path_like and lit.startswith(t.literal) else ""
-                self.fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`{t}` cannot be narrowed to `\"{lit}\"`{why}", a.span)
+                fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`{t}` cannot be narrowed to `\"{lit}\"`{why}", a.span)
             if t.kind == "Ffi":
                 from .signatures import check_ffi_scope
                 check_ffi_scope(lit, a.span)
         for i, x in enumerate(lits):
             for y in lits[i + 1:]:
                 if x == y:
-                    self.fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`\"{x}\"` and `\"{y}\"` are the same path; children must be unrelated",
+                    fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`\"{x}\"` and `\"{y}\"` are the same path; children must be unrelated",
                               e.span)
                 if extends_path(x, y) or extends_path(y, x):
-                    self.fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`\"{x}\"` and `\"{y}\"` are nested; children must be unrelated",
+                    fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`\"{x}\"` and `\"{y}\"` are nested; children must be unrelated",
                               e.span)
-        self.resolved[e] = CallTarget(CallKind.BUILTIN, "narrow")
+        self.chk.resolved[e] = CallTarget(CallKind.BUILTIN, "narrow")
         if len(lits) == 1:
             return Cap(t.kind, lits[0])
         return Tuple(tuple(Cap(t.kind, l) for l in lits))
@@ -137,50 +147,50 @@ class BuiltinCalls:
     def call_builtin(self, e: ast.Call, name: str) -> Type:
         callee = e.callee
         if not BUILTINS[name].supported:
-            self.unsupported(f"the builtin `{name}`", callee.span)
+            self.chk.unsupported(f"the builtin `{name}`", callee.span)
         if name == "split":
             if len(e.args) != 1:
-                self.fail(Rule.ARITY_MISMATCH, f"`split` takes 1 argument, found {len(e.args)}", e.span)
-            t = self.expr(e.args[0])
+                fail(Rule.ARITY_MISMATCH, f"`split` takes 1 argument, found {len(e.args)}", e.span)
+            t = self.chk.expr(e.args[0])
             if t != Cap("World"):
-                self.mismatch(Cap("World"), t, e.args[0].span)
-            self.resolved[e] = CallTarget(CallKind.BUILTIN, name)
-            return split_type(self.edition)
+                mismatch(Cap("World"), t, e.args[0].span)
+            self.chk.resolved[e] = CallTarget(CallKind.BUILTIN, name)
+            return split_type(self.chk.edition)
         if name == "release":
             if len(e.args) != 1:
-                self.fail(Rule.ARITY_MISMATCH, f"`release` takes 1 argument, found {len(e.args)}", e.span)
-            t = self.expr(e.args[0])
+                fail(Rule.ARITY_MISMATCH, f"`release` takes 1 argument, found {len(e.args)}", e.span)
+            t = self.chk.expr(e.args[0])
             if not isinstance(t, Cap):
-                self.fail(Rule.TYPE_MISMATCH, f"`release` ends an owned capability; this is `{t}`", e.args[0].span)
-            self.resolved[e] = CallTarget(CallKind.BUILTIN, name)
+                fail(Rule.TYPE_MISMATCH, f"`release` ends an owned capability; this is `{t}`", e.args[0].span)
+            self.chk.resolved[e] = CallTarget(CallKind.BUILTIN, name)
             return INT
         if name == "contents":
             if len(e.args) != 1:
-                self.fail(Rule.ARITY_MISMATCH, f"`contents` takes 1 argument, found {len(e.args)}", e.span)
-            t = self.expr(e.args[0])
-            if not (isinstance(t, Ref) and isinstance(self.zonk(t.target), BoxT)):
-                self.fail(Rule.TYPE_MISMATCH, f"`contents` takes a reference to a `Box`, found `{t}`", e.args[0].span)
-            self.resolved[e] = CallTarget(CallKind.BUILTIN, name)
-            return Ref(t.region, t.unique, self.zonk(t.target).inner)
+                fail(Rule.ARITY_MISMATCH, f"`contents` takes 1 argument, found {len(e.args)}", e.span)
+            t = self.chk.expr(e.args[0])
+            if not (isinstance(t, Ref) and isinstance(self.rel.zonk(t.target), BoxT)):
+                fail(Rule.TYPE_MISMATCH, f"`contents` takes a reference to a `Box`, found `{t}`", e.args[0].span)
+            self.chk.resolved[e] = CallTarget(CallKind.BUILTIN, name)
+            return Ref(t.region, t.unique, self.rel.zonk(t.target).inner)
         if name == "narrow":
             return self.narrow(e)
         if name in FS_VERBS:
             return self.fs_call(e, name)
-        sig = builtin_signature(name, self.edition)
+        sig = builtin_signature(name, self.chk.edition)
         assert sig is not None, name  # a supported builtin not checked above has a signature
-        ret, subst = self.call_sig(sig, e)
-        self.resolved[e] = CallTarget(CallKind.BUILTIN, name, None, sig, subst)
-        self.performed |= set(sig.row)
-        consts = [self.consts.get(a) for a in e.args]
+        ret, subst = self.chk.call_sig(sig, e)
+        self.chk.resolved[e] = CallTarget(CallKind.BUILTIN, name, None, sig, subst)
+        self.chk.performed |= set(sig.row)
+        consts = [self.chk.consts.get(a) for a in e.args]
         if consts and all(c is not None for c in consts):
             if name == "byte_of":
-                self.fold(e, lambda: byte_of(consts[0]), call=True)
+                self.chk.fold(e, lambda: byte_of(consts[0]), call=True)
             elif name == "wrapping_add":
-                self.fold(e, lambda: wrap(consts[0] + consts[1]), call=True)
+                self.chk.fold(e, lambda: wrap(consts[0] + consts[1]), call=True)
             elif name == "wrapping_sub":
-                self.fold(e, lambda: wrap(consts[0] - consts[1]), call=True)
+                self.chk.fold(e, lambda: wrap(consts[0] - consts[1]), call=True)
             elif name == "wrapping_mul":
-                self.fold(e, lambda: wrap(consts[0] * consts[1]), call=True)
+                self.chk.fold(e, lambda: wrap(consts[0] * consts[1]), call=True)
             elif name == "int_of":
-                self.fold(e, lambda: consts[0], call=True)
+                self.chk.fold(e, lambda: consts[0], call=True)
         return ret

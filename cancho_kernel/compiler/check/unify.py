@@ -2,19 +2,31 @@
 actual type against a formal one (instantiating a callee's type and region parameters and
 allowing the two implicit coercions, unique→shared and a longer-lived region).
 
-A mixin of `BodyChecker` (body.py); needs `sig`, `subst`, `item`, `fail`, `mismatch`.
+One per checked body (`BodyChecker.rel`): it owns the body's inference variables.
 """
 
 from __future__ import annotations
 
 from ..diagnostics import Rule
+from typing import TYPE_CHECKING
+
 from ..source import Span
+from .refusals import fail, mismatch
 from .types import (STATIC, Adt, BoxT, FnT, Param, Ref, Region, Slice, Tuple, Type, Var,
                     map_type, regions_in, substitute, walk)
 
+if TYPE_CHECKING:
+    from ..resolve import ItemRef
+    from .signatures import FnSig
+
 
 class TypeRelations:
-    """Mixin: unification, coercion and the outlives relation."""
+    """Unification, coercion and the outlives relation within one function (`item`, `sig`)."""
+
+    def __init__(self, item: "ItemRef", sig: "FnSig"):
+        self.item = item
+        self.sig = sig
+        self.subst: dict[int, Type] = {}  # solved inference variables, by uid
 
     def zonk(self, t: Type) -> Type:
         """Replace solved inference variables throughout t."""
@@ -30,7 +42,7 @@ class TypeRelations:
 
     def solve(self, v: Var, t: Type, span: Span) -> None:
         if self.occurs(v, t):
-            self.fail(Rule.TYPE_MISMATCH, "this type would contain itself", span)
+            fail(Rule.TYPE_MISMATCH, "this type would contain itself", span)
         self.subst[v.uid] = t
 
     def occurs(self, v: Var, t: Type) -> bool:
@@ -89,19 +101,19 @@ class TypeRelations:
             return
         if isinstance(formal, Ref):
             if not isinstance(actual, Ref):
-                self.mismatch(self.show(formal, tsub, rsub), actual, span)
+                mismatch(self.show(formal, tsub, rsub), actual, span)
             if formal.unique and not actual.unique:
-                self.mismatch(self.show(formal, tsub, rsub), actual, span)
+                mismatch(self.show(formal, tsub, rsub), actual, span)
             if formal.region.uid in callee_regions:
                 cur = rsub.get(formal.region.uid)
                 if cur is None:
                     rsub[formal.region.uid] = actual.region
                 elif not self.outlives(actual.region, cur):
-                    self.fail(Rule.REFERENCE_ESCAPES_REGION,
+                    fail(Rule.REFERENCE_ESCAPES_REGION,
                               f"`{actual}` does not outlive `{cur.name}`, the region this call already chose for `&{formal.region.name}`",
                               span)
             elif not self.outlives(actual.region, formal.region):
-                self.fail(Rule.REFERENCE_ESCAPES_REGION,
+                fail(Rule.REFERENCE_ESCAPES_REGION,
                           f"`{actual}` does not outlive `{formal.region.name}`", span)
             self.bind(formal.target, actual.target, tsub, rsub, callee_regions, span, top=False)
             return
@@ -124,7 +136,7 @@ class TypeRelations:
             return
         if formal == actual:
             return
-        self.mismatch(self.show(formal, tsub, rsub), actual, span)
+        mismatch(self.show(formal, tsub, rsub), actual, span)
 
     def foreign_regions(self, t: Type) -> set:
         """Parameter regions in t that belong to another function (a region-polymorphic function
