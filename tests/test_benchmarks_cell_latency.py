@@ -54,6 +54,7 @@ def test_profile_section_runs():
     for s in doc["step_ms"].values():
         _check_summary(s)
     assert abs(sum(doc["share"].values()) - 1) < 1e-9
+    _check_summary(doc["parse_cell_only_ms"])
 
 
 def test_kernel_section_runs():
