@@ -346,14 +346,17 @@ class RemoteKernel:
 
 
 class MemorySampler(threading.Thread):
-    """Samples, every ``interval`` seconds, the PSS and RSS summed over each user's processes
-    (found by ``JUPYTERHUB_USER`` in their environment) and keeps each user's peak."""
+    """Samples, every ``interval`` seconds, each user's processes (found by ``JUPYTERHUB_USER``
+    in their environment): PSS and RSS summed, each user's peak kept, and the CPU time of every
+    process seen (its own and its reaped children's: a run's time lands in its JIT worker), so a
+    user's CPU seconds are those of their server, kernel, worker and runs up to the last sample."""
 
     def __init__(self, run_id: str, interval: float = 1.0) -> None:
         super().__init__(daemon=True)
         self.run_id, self.interval = run_id, interval
         self.peak_pss: dict[str, int] = {}
         self.peak_rss: dict[str, int] = {}
+        self.cpu: dict[int, tuple[str, float]] = {}  # pid -> (user, CPU seconds at last sight)
         self.stopped = threading.Event()
 
     def sample(self) -> None:
@@ -367,14 +370,19 @@ class MemorySampler(threading.Thread):
                 if env.get(MARK) != self.run_id or "JUPYTERHUB_USER" not in env:
                     continue
                 m = p.memory_full_info()
+                t = p.cpu_times()
             except (psutil.Error, OSError):
                 continue
             u = env["JUPYTERHUB_USER"]
             pss[u] = pss.get(u, 0) + m.pss
             rss[u] = rss.get(u, 0) + m.rss
+            self.cpu[p.pid] = (u, t.user + t.system + t.children_user + t.children_system)
         for u in pss:
             self.peak_pss[u] = max(self.peak_pss.get(u, 0), pss[u])
             self.peak_rss[u] = max(self.peak_rss.get(u, 0), rss[u])
+
+    def cpu_of(self, user: str) -> float:
+        return sum(t for u, t in self.cpu.values() if u == user)
 
     def run(self) -> None:
         while not self.stopped.wait(self.interval):
@@ -402,7 +410,8 @@ class UserRun:
     errors: list[str] = field(default_factory=list)
 
 
-def one_user(hub: Hub, user: str, cells: list[str], course: str, deadline: float, out: UserRun) -> None:
+def one_user(hub: Hub, user: str, cells: list[str], course: str, deadline: float, out: UserRun,
+             sampler: MemorySampler) -> None:
     try:
         out.server_start = hub.start_server(user, timeout=max(5.0, deadline - time.monotonic()))
         t0 = time.perf_counter()
@@ -419,6 +428,7 @@ def one_user(hub: Hub, user: str, cells: list[str], course: str, deadline: float
                 if r.status != "ok":
                     out.errors.append(f"cell {i}: {r.error.get('ename')}: {r.error.get('evalue', '')[:120]}")
         finally:
+            sampler.sample()  # the kernel's CPU time before it goes
             k.close()
     except Exception as e:  # one user's failure is a measured error, not the end of the run
         out.errors.append(f"{type(e).__name__}: {e}"[:300])
@@ -432,10 +442,13 @@ class LoadResult:
     cell_p50: float
     cell_p95: float
     cells: int
+    kernel_ready_p50: float
     peak_pss_mib: float  # the largest user's peak
     peak_rss_mib: float
-    cpu_seconds_per_user: float
+    cpu_seconds_per_user: float  # mean over users: server start, kernel, worker, runs (sampled)
+    hub_cpu_seconds: float  # the hub and its proxy
     wall_seconds: float
+    load_average: tuple[float, float]  # 1-minute load before and after: other work on the machine
     errors: list[str]
 
 
@@ -446,11 +459,17 @@ def pct(values: list[float], q: float) -> float:
     return s[min(len(s) - 1, max(0, round(q * (len(s) - 1))))]
 
 
-def busy_cpu_seconds() -> float:
-    """CPU time the whole machine has spent not idle, in seconds (from /proc/stat)."""
-    fields = [int(x) for x in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)
-    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+def hub_cpu_seconds(hub: Hub) -> float:
+    """CPU time of the hub and its proxy (the marked processes that serve no user)."""
+    total = 0.0
+    for p in hub.leftovers():
+        try:
+            if "JUPYTERHUB_USER" not in p.environ():
+                t = p.cpu_times()
+                total += t.user + t.system
+        except Exception:
+            continue
+    return total
 
 
 def load_run(n: int, deadline_s: float) -> LoadResult:
@@ -462,23 +481,26 @@ def load_run(n: int, deadline_s: float) -> LoadResult:
         sampler.start()
         runs = [UserRun(u) for u in names]
         deadline = time.monotonic() + deadline_s
-        cpu0, t0 = busy_cpu_seconds(), time.perf_counter()
-        threads = [threading.Thread(target=one_user, args=(hub, u, cells, COURSE.name, deadline, r), daemon=True)
-                   for u, r in zip(names, runs)]
+        load0, t0 = os.getloadavg()[0], time.perf_counter()
+        threads = [threading.Thread(target=one_user, args=(hub, u, cells, COURSE.name, deadline, r, sampler),
+                                    daemon=True, name=u) for u, r in zip(names, runs)]
         for t in threads:
             t.start()
         for t in threads:
             t.join(max(0.0, deadline - time.monotonic()) + 30)
-        wall, cpu = time.perf_counter() - t0, busy_cpu_seconds() - cpu0
+        wall = time.perf_counter() - t0
         sampler.sample()
         sampler.stopped.set()
+        cpu = statistics.mean(sampler.cpu_of(u) for u in names)
         starts = [r.server_start for r in runs if r.server_start is not None]
         lat = [s for r in runs for s in r.cells]
         errors = [f"{r.user}: {e}" for r in runs for e in r.errors]
         errors += [f"{t.name}: still running at the deadline" for t in threads if t.is_alive()]
+        ready = [r.kernel_ready for r in runs if r.kernel_ready is not None]
         return LoadResult(n, pct(starts, .5), pct(starts, .95), pct(lat, .5), pct(lat, .95), len(lat),
-                          max(sampler.peak_pss.values(), default=0) / MIB,
-                          max(sampler.peak_rss.values(), default=0) / MIB, cpu / n, wall, errors)
+                          pct(ready, .5), max(sampler.peak_pss.values(), default=0) / MIB,
+                          max(sampler.peak_rss.values(), default=0) / MIB, cpu, hub_cpu_seconds(hub), wall,
+                          (load0, os.getloadavg()[0]), errors)
 
 
 def capacity(results: list[LoadResult], cores: int = 2, mem_gib: int = 24) -> str:
@@ -496,12 +518,15 @@ def capacity(results: list[LoadResult], cores: int = 2, mem_gib: int = 24) -> st
 
 
 def table(results: list[LoadResult]) -> str:
-    rows = ["| N | server start p50 / p95 | cell p50 / p95 | cells | peak PSS / RSS per user | CPU s per user "
-            "| wall | errors |", "|---|---|---|---|---|---|---|---|"]
+    rows = ["| N | server start p50 / p95 | kernel ready p50 | cell p50 / p95 | cells | peak PSS / RSS per user "
+            "| CPU s per user | hub+proxy CPU s | wall | load before / after | errors |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in results:
-        rows.append(f"| {r.users} | {r.start_p50:.2f} / {r.start_p95:.2f} s | {r.cell_p50 * 1000:.0f} / "
-                    f"{r.cell_p95 * 1000:.0f} ms | {r.cells} | {r.peak_pss_mib:.0f} / {r.peak_rss_mib:.0f} MiB "
-                    f"| {r.cpu_seconds_per_user:.1f} | {r.wall_seconds:.0f} s | {len(r.errors)} |")
+        rows.append(f"| {r.users} | {r.start_p50:.1f} / {r.start_p95:.1f} s | {r.kernel_ready_p50:.1f} s "
+                    f"| {r.cell_p50 * 1000:.0f} / {r.cell_p95 * 1000:.0f} ms | {r.cells} "
+                    f"| {r.peak_pss_mib:.0f} / {r.peak_rss_mib:.0f} MiB | {r.cpu_seconds_per_user:.1f} "
+                    f"| {r.hub_cpu_seconds:.1f} | {r.wall_seconds:.0f} s "
+                    f"| {r.load_average[0]:.1f} / {r.load_average[1]:.1f} | {len(r.errors)} |")
     return "\n".join(rows)
 
 
@@ -510,12 +535,14 @@ def table(results: list[LoadResult]) -> str:
 
 @dataclass
 class KernelCost:
+    """An idle kernel: RSS counts shared pages (libLLVM, Python's own libraries) in full, PSS
+    shares them among the processes mapping them, USS is what the process alone holds (what one
+    more student costs on a hub where many kernels share those pages)."""
+
     ready_seconds: list[float]
-    kernel_rss_mib: float
-    kernel_pss_mib: float
-    worker_rss_mib: float
-    worker_pss_mib: float
-    modules: dict[str, bool]
+    kernel_mib: dict[str, float]  # rss, pss, uss
+    worker_mib: dict[str, float]
+    mapped: dict[str, bool]  # heavy shared libraries mapped into the idle kernel
 
 
 def kernel_cost(repeats: int = 5, settle: float = 2.0) -> KernelCost:
@@ -530,8 +557,9 @@ def kernel_cost(repeats: int = 5, settle: float = 2.0) -> KernelCost:
     from cancho_spawner import hub_kernelspec  # noqa: E402
 
     ready: list[float] = []
-    mem = (0.0, 0.0, 0.0, 0.0)
-    modules: dict[str, bool] = {}
+    kernel_mib: dict[str, float] = {}
+    worker_mib: dict[str, float] = {}
+    mapped: dict[str, bool] = {}
     with tempfile.TemporaryDirectory(prefix="cancho-kcost-") as tmp:
         spec = hub_kernelspec(Path(tmp) / "data")
         env = dict(os.environ, CANCHO_SAFE="1")
@@ -550,16 +578,16 @@ def kernel_cost(repeats: int = 5, settle: float = 2.0) -> KernelCost:
                 workers = kernel.children(recursive=True)
                 k = kernel.memory_full_info()
                 w = [p.memory_full_info() for p in workers]
-                mem = (k.rss / MIB, k.pss / MIB, sum(x.rss for x in w) / MIB, sum(x.pss for x in w) / MIB)
-                probe = kc.execute_interactive("%help", timeout=60)  # noqa: F841 (a cell, then look)
-                modules = _imported(kernel.pid)
+                kernel_mib = {f: round(getattr(k, f) / MIB, 1) for f in ("rss", "pss", "uss")}
+                worker_mib = {f: round(sum(getattr(x, f) for x in w) / MIB, 1) for f in ("rss", "pss", "uss")}
+                mapped = _mapped(kernel.pid)
             finally:
                 kc.stop_channels()
                 km.shutdown_kernel(now=True)
-    return KernelCost(ready, *mem, modules)
+    return KernelCost([round(x, 3) for x in ready], kernel_mib, worker_mib, mapped)
 
 
-def _imported(pid: int) -> dict[str, bool]:
+def _mapped(pid: int) -> dict[str, bool]:
     """Which heavy libraries are mapped into the process (shared objects in /proc/PID/maps)."""
     maps = Path(f"/proc/{pid}/maps").read_text()
     return {"llvmlite (libllvmlite)": "libllvmlite" in maps, "matplotlib (_path)": "matplotlib" in maps,

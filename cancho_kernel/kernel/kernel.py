@@ -39,6 +39,9 @@ from .directives import Settings
 from .runner import Runner
 from .session import Session
 
+# The comm targets ipywidgets registers (its widget and its control protocol).
+WIDGET_TARGETS = ("jupyter.widget", "jupyter.widget.control")
+
 LANGUAGE_INFO = {
     "name": "cancho",
     "version": "1",
@@ -155,11 +158,23 @@ class CanchoKernel(Kernel):
         self.comm_manager = comm.get_comm_manager()
         for msg_type in ("comm_open", "comm_msg", "comm_close"):
             self.shell_handlers[msg_type] = getattr(self.comm_manager, msg_type)
+        # ipywidgets (~35 ms and a few MiB) is imported when a frontend first opens one of its
+        # comms, or when %%bench --interactive makes widgets, not at every kernel start.
+        for target in WIDGET_TARGETS:
+            self.comm_manager.register_target(target, self._widget_comm_opened)
+
+    def _widget_comm_opened(self, comm, msg) -> None:
+        """The first comm to an ipywidgets target: import ipywidgets, which registers its own
+        handlers in place of this one, and hand the comm to it."""
+        target = msg["content"]["target_name"]
         try:
             import ipywidgets
             ipywidgets.register_comm_target()
-        except Exception:
-            pass
+        except Exception:  # no ipywidgets: the frontend's widget manager gets no answer
+            return
+        handler = self.comm_manager.targets.get(target)
+        if handler is not None and handler != self._widget_comm_opened:
+            handler(comm, msg)
 
     # -- execute ---------------------------------------------------------------------------------
 

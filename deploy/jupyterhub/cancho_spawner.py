@@ -31,6 +31,9 @@ from cgroup_limits import UserGroups, find_controllers
 
 HERE = Path(__file__).resolve().parent
 SAFE_KERNEL = "cancho"
+# The server's own configuration (JUPYTER_CONFIG_DIR is hub-owned): no language servers (none
+# speaks cancho; jupyter-lsp costs start time and memory), no terminals.
+SERVER_CONFIG = {"ServerApp": {"jpserver_extensions": {"jupyter_lsp": False, "jupyter_server_terminals": False}}}
 # Files of the course directory that are not copied to students (hidden ones: caches, checkpoints).
 NOT_COPIED = shutil.ignore_patterns(".*", "__pycache__", "*.pyc")
 
@@ -156,6 +159,7 @@ class CanchoSpawner(SimpleLocalProcessSpawner):
         self._prepare_home()
         for sub in ("config", "runtime", "ipython", "matplotlib"):
             (self.user_state / sub).mkdir(parents=True, exist_ok=True)
+        (self.user_state / "config" / "jupyter_server_config.json").write_text(json.dumps(SERVER_CONFIG, indent=1))
         if self.safe_mode:
             hub_kernelspec(Path(self.state_root) / "jupyter-data")
         self._groups = UserGroups.create(find_controllers("cancho-hub"), _safe_name(self.user.name),
