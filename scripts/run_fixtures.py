@@ -439,6 +439,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--list-failures", action="store_true",
                         help="print every failing fixture with its first blocking reason")
     parser.add_argument("--json", action="store_true", help="print the whole run as JSON")
+    parser.add_argument("--json-file", default="",
+                        help="also write the whole run as JSON to this file")
     parser.add_argument("--filter", default="",
                         help="only fixtures whose relative path contains this text")
     parser.add_argument("--cancho", default="",
@@ -454,14 +456,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     fixtures = [f for f in discover(root, args.older) if args.filter in f.name]
     outcomes = run_all(fixtures, backends, build_options(args), args.workers)
     tables = table(outcomes, backends)
+    report = {
+        "fixtures": str(root),
+        "backends": list(backends),
+        "table": {suite: [asdict(row) for row in rows] for suite, rows in tables.items()},
+        "outcomes": [{**asdict(o), "suite": o.suite.value, "kind": o.kind.value}
+                     for o in outcomes],
+    }
+    if args.json_file:
+        Path(args.json_file).write_text(json.dumps(report, indent=2) + "\n")
     if args.json:
-        json.dump({
-            "fixtures": str(root),
-            "backends": list(backends),
-            "table": {suite: [asdict(row) for row in rows] for suite, rows in tables.items()},
-            "outcomes": [{**asdict(o), "suite": o.suite.value, "kind": o.kind.value}
-                         for o in outcomes],
-        }, sys.stdout, indent=2)
+        json.dump(report, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
         sys.stdout.write(render_table(tables, backends))

@@ -122,8 +122,10 @@ def test_verdicts_and_reasons(both: dict) -> None:
             "first rule type-mismatch, expected unknown-name: rule_differs.cho:7:18: error:")
 
 
-def test_list_failures_and_one_backend(tree: Path) -> None:
-    done = run_script(str(tree), "--backend", "jit", "--list-failures", "--filter", "accept")
+def test_list_failures_and_one_backend(tree: Path, tmp_path: Path) -> None:
+    saved = tmp_path / "run.json"
+    done = run_script(str(tree), "--backend", "jit", "--list-failures", "--filter", "accept",
+                      "--json-file", str(saved))
     assert done.returncode == 1, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "current fixtures"
@@ -131,6 +133,9 @@ def test_list_failures_and_one_backend(tree: Path) -> None:
     assert lines[-2].split() == ["all", "2", "1", "1"]
     assert lines[-1] == ("FAIL current cancho/tests/accept/echo_wrong_stdout.cho: "
                          "stdout line 1: got 'first line', expected 'another line'")
+    data = json.loads(saved.read_text())
+    assert row(data["table"]["current"], "all") == {"label": "all", "total": 2,
+                                                    "passed": {"jit": 1}, "agree": 2}
 
 
 def test_older_copies_and_missing_rule(tree: Path) -> None:
