@@ -1,13 +1,13 @@
 """Lowering aggregates: tuples, structs, enums, member access, destructuring and `match`.
 
-A mixin of `FnLowering` (lower.py). Enum values go through a stack slot when built or taken
+Held by `FnLowering` (lower.py), with a typed reference back to it. Enum values go through a stack slot when built or taken
 apart, so the payload area can hold any variant's members in their natural layout; O2's SROA
 turns those slots back into registers.
 """
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from llvmlite import ir
 
@@ -37,12 +37,24 @@ def as_ptr_to(b: ir.IRBuilder, ptr: ir.Value, etype: ir.Type) -> ir.Value:
     return b.bitcast(ptr, etype.as_pointer())
 
 
+if TYPE_CHECKING:
+    from .lower import FnLowering
+
+
 class AggregateLowering:
-    """Mixin: needs `b`, `layout`, `lty`, `expr`, `slot`, `alloca_builder`, `func`, `fn`."""
+    """Aggregates of one function body, lowered for (and through) the `FnLowering` that owns them."""
+
+    def __init__(self, gen: "FnLowering"):
+        self.gen = gen
+        self.b = gen.b
+        self.layout = gen.layout
+        self.alloca_builder = gen.alloca_builder
+        self.func = gen.func
+        self.fn = gen.fn
 
     def build_record(self, t: Type, values: list[Optional[ir.Value]]) -> Optional[ir.Value]:
         """A struct or tuple value from its members' values (in declaration order)."""
-        lt = self.lty(t)
+        lt = self.gen.lty(t)
         if lt is None:
             return None
         positions = self.layout.positions(self.layout.members(t))
@@ -66,19 +78,19 @@ class AggregateLowering:
         path = self.layout.member_index(self.layout.members(t), idx)
         if path is None or ptr is None:
             return None
-        return gep(self.b, ptr, [ZERO] + [i32(j) for j in path], self.lty(t))
+        return gep(self.b, ptr, [ZERO] + [i32(j) for j in path], self.gen.lty(t))
 
     # ------------------------------------------------------------ expressions
 
     def tuple_expr(self, e: ast.TupleExpr) -> Optional[ir.Value]:
-        return self.build_record(self.ty(e), [self.expr(p) for p in e.parts])
+        return self.build_record(self.gen.ty(e), [self.gen.expr(p) for p in e.parts])
 
     def struct_lit(self, e: ast.StructLit) -> Optional[ir.Value]:
-        return self.build_record(self.ty(e), [self.expr(f.value) for f in e.fields])
+        return self.build_record(self.gen.ty(e), [self.gen.expr(f.value) for f in e.fields])
 
     def variant_expr(self, e: ast.VariantExpr) -> ir.Value:
-        t: Adt = self.ty(e)
-        values = [self.expr(a) for a in (e.args or [])]
+        t: Adt = self.gen.ty(e)
+        values = [self.gen.expr(a) for a in (e.args or [])]
         return self.make_variant(t, ir.Constant(I64, self.layout.variant_index(t, e.variant.name)), values)
 
     def make_variant(self, t: Adt, tag: ir.Value, values: list) -> ir.Value:
@@ -87,7 +99,7 @@ class AggregateLowering:
         variants = self.layout.variants(t)
         idx = tag.constant if isinstance(tag, ir.Constant) else 0
         payload = variants[idx][1]
-        lt = self.lty(t)
+        lt = self.gen.lty(t)
         slot = self.alloca_builder.alloca(lt, name="enum")
         self.b.store(ir.Constant(lt, None), slot)
         self.b.store(tag, gep(self.b, slot, [ZERO, i32(0)], lt))
@@ -99,29 +111,29 @@ class AggregateLowering:
         return self.b.load(slot, typ=lt)
 
     def member(self, e: ast.Expr) -> Optional[ir.Value]:
-        m: Member = self.res(e)
+        m: Member = self.gen.res(e)
         idx = m.index
         base = e.base
         if m.mode is MemberMode.OWNED:
-            bt = self.ty(base)
-            v = self.expr(base) if not isinstance(base, ast.Name) else self.load_local(base)
+            bt = self.gen.ty(base)
+            v = self.gen.expr(base) if not isinstance(base, ast.Name) else self.load_local(base)
             return self.record_member(v, bt, idx)
-        ref = self.expr(base)
-        agg_t = self.ty(base).target
+        ref = self.gen.expr(base)
+        agg_t = self.gen.ty(base).target
         p = self.member_ptr(ref, agg_t, idx)
         if m.mode is MemberMode.REF_RES:
             return p
-        return None if p is None else self.b.load(p, typ=self.lty(self.ty(e)))
+        return None if p is None else self.b.load(p, typ=self.gen.lty(self.gen.ty(e)))
 
     def load_local(self, name: ast.Name) -> Optional[ir.Value]:
-        loc: Local = self.res(name)
-        slot = self.slot(loc)
-        return None if slot is None else self.b.load(slot, typ=self.lty(loc.ty))
+        loc: Local = self.gen.res(name)
+        slot = self.gen.slot(loc)
+        return None if slot is None else self.b.load(slot, typ=self.gen.lty(loc.ty))
 
     def assign_member(self, target: ast.Expr, v: Optional[ir.Value]) -> None:
-        idx = self.res(target).index
-        ref = self.expr(target.base)
-        p = self.member_ptr(ref, self.ty(target.base).target, idx)
+        idx = self.gen.res(target).index
+        ref = self.gen.expr(target.base)
+        p = self.member_ptr(ref, self.gen.ty(target.base).target, idx)
         if p is not None and v is not None:
             self.b.store(v, p)
 
@@ -134,16 +146,16 @@ class AggregateLowering:
         else:
             indexed = [(self.layout.field_index(value_t, loc.name), loc) for loc in locals_]
         for idx, loc in indexed:
-            slot = self.slot(loc)
+            slot = self.gen.slot(loc)
             if slot is not None:
                 self.b.store(self.record_member(v, value_t, idx), slot)
 
     def match_stmt(self, s: ast.Match) -> None:
         owned = self.fn.typed.bindings[s].owned
-        sv = self.expr(s.scrutinee)
-        st = self.ty(s.scrutinee)
+        sv = self.gen.expr(s.scrutinee)
+        st = self.gen.ty(s.scrutinee)
         et: Adt = st if owned else st.target
-        lt = self.lty(et)
+        lt = self.gen.lty(et)
         if owned:
             ptr = self.alloca_builder.alloca(lt, name="scrutinee")
             self.b.store(sv, ptr)
@@ -182,13 +194,13 @@ class AggregateLowering:
                 area = gep(self.b, ptr, [ZERO, i32(1)], lt)
                 area = as_ptr_to(self.b, area, vst) if vst is not None else area
                 for i, loc in self.fn.typed.bindings[arm].binds:
-                    slot = self.slot(loc)
+                    slot = self.gen.slot(loc)
                     if slot is None:
                         continue
                     path = self.layout.member_index(payload, i)
                     mp = gep(self.b, area, [ZERO] + [i32(j) for j in path], vst)
-                    self.b.store(mp if not owned else self.b.load(mp, typ=self.lty(loc.ty)), slot)
-            self.block(arm.body)
+                    self.b.store(mp if not owned else self.b.load(mp, typ=self.gen.lty(loc.ty)), slot)
+            self.gen.block(arm.body)
             if not self.b.block.is_terminated:
                 self.b.branch(end)
         self.b.position_at_end(end)

@@ -1,14 +1,14 @@
 """Lowering builtin calls: console, conversions, floats, slices and memory moves, the heap,
 command-line arguments and `flush_out` (runtime.md §1).
 
-A mixin of `FnLowering`. Every check that can trap branches to the function's `ud2` block.
+Held by `FnLowering` (lower.py), with a typed reference back to it. Every check that can trap branches to the function's `ud2` block.
 """
 
 from __future__ import annotations
 
 import platform
 import struct
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from llvmlite import ir
 
@@ -24,8 +24,22 @@ GLIBC_STDIO = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc"
 CANONICAL_NAN = 0x7FF8000000000000
 
 
+if TYPE_CHECKING:
+    from .lower import FnLowering
+
+
 class BuiltinLowering:
-    """Mixin: needs `b`, `rt`, `expr`, `trap_if`, `func`, `layout`, `lty`, `T`."""
+    """Builtin calls of one function body, lowered for (and through) the `FnLowering` that owns
+    them; a registered lowering is called with this object as `self`."""
+
+    def __init__(self, gen: "FnLowering"):
+        self.gen = gen
+        self.b = gen.b
+        self.rt = gen.rt
+        self.func = gen.func
+        self.layout = gen.layout
+        self.alloca_builder = gen.alloca_builder
+        self.ml = gen.ml
 
     def builtin(self, name: str, e: ast.Call) -> Optional[ir.Value]:
         """Lower a builtin call through its registered lowering (check/builtins.py's registry:
@@ -33,7 +47,7 @@ class BuiltinLowering:
         lowering = LOWERINGS.get(name)
         if lowering is None:
             raise NotImplementedError(f"the builtin `{name}` has no lowering although the checker accepted it")
-        return lowering(self, e, [self.expr(a) for a in e.args])
+        return lowering(self, e, [self.gen.expr(a) for a in e.args])
 
     # ------------------------------------------------------------ capabilities, console, integers
 
@@ -71,7 +85,7 @@ class BuiltinLowering:
     @LOWERINGS.register("byte_of")
     def bi_byte_of(self, e, args):
         b = self.b
-        self.trap_if(b.icmp_unsigned(">", args[0], ir.Constant(I64, 255)))
+        self.gen.trap_if(b.icmp_unsigned(">", args[0], ir.Constant(I64, 255)))
         return b.trunc(args[0], I8)
 
     @LOWERINGS.register("int_of")
@@ -171,7 +185,7 @@ class BuiltinLowering:
         bad = b.or_(b.fcmp_unordered("uno", x, x),
                     b.or_(b.fcmp_ordered(">=", x, ir.Constant(DOUBLE, TWO63)),
                           b.fcmp_ordered("<=", x, ir.Constant(DOUBLE, -TWO63))))
-        self.trap_if(bad)
+        self.gen.trap_if(bad)
         return b.fptosi(x, I64)
 
     @LOWERINGS.register("is_nan")
@@ -225,10 +239,10 @@ class BuiltinLowering:
         zero = ir.Constant(I64, 0)
         bad = b.or_(b.or_(b.icmp_signed("<", dst, zero), b.icmp_signed("<", src, zero)),
                     b.icmp_signed("<", n, zero))
-        self.trap_if(bad)
+        self.gen.trap_if(bad)
         # n <= len - dst and n <= len - src, with the differences formed only when safe.
-        self.trap_if(b.or_(b.icmp_signed(">", dst, length), b.icmp_signed(">", src, length)))
-        self.trap_if(b.or_(b.icmp_signed(">", n, b.sub(length, dst)), b.icmp_signed(">", n, b.sub(length, src))))
+        self.gen.trap_if(b.or_(b.icmp_signed(">", dst, length), b.icmp_signed(">", src, length)))
+        self.gen.trap_if(b.or_(b.icmp_signed(">", n, b.sub(length, dst)), b.icmp_signed(">", n, b.sub(length, src))))
         base = b.extract_value(s, 0)
         d = b.gep(base, [dst], inbounds=True, source_etype=I8)
         r = b.gep(base, [src], inbounds=True, source_etype=I8)
@@ -240,7 +254,7 @@ class BuiltinLowering:
         b = self.b
         dst, src = args
         n = b.extract_value(src, 1)
-        self.trap_if(b.icmp_signed(">", n, b.extract_value(dst, 1)))
+        self.gen.trap_if(b.icmp_signed(">", n, b.extract_value(dst, 1)))
         b.call(self.rt.libc("memmove"), [b.extract_value(dst, 0), b.extract_value(src, 0), n])
         return n
 
@@ -258,7 +272,7 @@ class BuiltinLowering:
         b = self.b
         s, at = args
         length = b.extract_value(s, 1)
-        self.trap_if(b.or_(b.icmp_signed("<", at, ir.Constant(I64, 0)),
+        self.gen.trap_if(b.or_(b.icmp_signed("<", at, ir.Constant(I64, 0)),
                            b.icmp_signed(">", at, b.sub(length, ir.Constant(I64, 8)))))
         p = b.gep(b.extract_value(s, 0), [at], inbounds=True, source_etype=I8)
         return b.load(p, typ=I64, align=1)
@@ -270,7 +284,7 @@ class BuiltinLowering:
         b = self.b
         s, at, byte = args
         length = b.extract_value(s, 1)
-        self.trap_if(b.or_(b.icmp_signed("<", at, ir.Constant(I64, 0)),
+        self.gen.trap_if(b.or_(b.icmp_signed("<", at, ir.Constant(I64, 0)),
                            b.icmp_signed(">", at, b.sub(length, ir.Constant(I64, 64)))))
         vec = ir.VectorType(I8, 64)
         p = b.gep(b.extract_value(s, 0), [at], inbounds=True, source_etype=I8)
@@ -289,7 +303,7 @@ class BuiltinLowering:
     def bi_arg(self, e, args):
         b = self.b
         n = args[1]
-        self.trap_if(b.icmp_unsigned(">=", n, b.load(self.rt.argc, typ=I64)))
+        self.gen.trap_if(b.icmp_unsigned(">=", n, b.load(self.rt.argc, typ=I64)))
         argv = b.load(self.rt.argv, typ=PTR)
         p = b.load(b.gep(argv, [n], inbounds=True, source_etype=PTR), typ=PTR)
         length = b.call(self.rt.libc("strlen"), [p])
@@ -300,13 +314,13 @@ class BuiltinLowering:
 
     def _malloc_checked(self, size: ir.Value) -> ir.Value:
         p = self.rt.malloc(self.b, size)
-        self.trap_if(self.b.icmp_unsigned("==", p, ir.Constant(PTR, None)))
+        self.gen.trap_if(self.b.icmp_unsigned("==", p, ir.Constant(PTR, None)))
         return p
 
     @LOWERINGS.register("box")
     def bi_box(self, e, args):
-        t = self.ty(e.args[1])
-        lt = self.lty(t)
+        t = self.gen.ty(e.args[1])
+        lt = self.gen.lty(t)
         size = self.layout.size(lt) if lt is not None else 1
         p = self._malloc_checked(ir.Constant(I64, max(size, 1)))
         if lt is not None:
@@ -315,7 +329,7 @@ class BuiltinLowering:
 
     @LOWERINGS.register("unbox")
     def bi_unbox(self, e, args):
-        lt = self.lty(self.ty(e))
+        lt = self.gen.lty(self.gen.ty(e))
         v = None if lt is None else self.b.load(args[1], typ=lt)
         self.rt.free(self.b, args[1])
         return v
@@ -325,11 +339,11 @@ class BuiltinLowering:
         """`contents(&b)`: the reference to a box's contents (one load; a boxed slice is already
         its (ptr, len) pair)."""
         ref = args[0]
-        box_t = self.ty(e.args[0]).target
+        box_t = self.gen.ty(e.args[0]).target
         inner = box_t.inner
         if isinstance(inner, Slice):
             return self.b.load(ref, typ=SLICE)
-        if self.lty(inner) is None:
+        if self.gen.lty(inner) is None:
             return None
         return self.b.load(ref, typ=PTR)
 
@@ -337,14 +351,14 @@ class BuiltinLowering:
     def bi_box_slice(self, e, args):
         b = self.b
         n, fill = args[1], args[2]
-        elem = self.ty(e.args[2])
+        elem = self.gen.ty(e.args[2])
         store_t, stride = self.layout.elem_storage(elem)
-        self.trap_if(b.icmp_signed("<", n, ir.Constant(I64, 0)))
+        self.gen.trap_if(b.icmp_signed("<", n, ir.Constant(I64, 0)))
         mul = b.call(self.rt.intrinsic("llvm.smul.with.overflow", I64), [n, ir.Constant(I64, stride)])
-        self.trap_if(b.extract_value(mul, 1))
+        self.gen.trap_if(b.extract_value(mul, 1))
         size = b.extract_value(mul, 0)
         p = self._malloc_checked(b.select(b.icmp_signed("==", size, ir.Constant(I64, 0)), ir.Constant(I64, 1), size))
-        self.fill_loop(p, n, fill, elem, stride)
+        self.gen.fill_loop(p, n, fill, elem, stride)
         r = b.insert_value(ir.Constant(SLICE, ir.Undefined), p, 0)
         return b.insert_value(r, n, 1)
 
@@ -369,7 +383,7 @@ class BuiltinLowering:
         failed_before = b.icmp_signed("!=", err, ir.Constant(I32, 0))
         code = b.select(failed_flush, errno, ir.Constant(I64, 5))
         failed = b.or_(failed_flush, failed_before)
-        return self.make_variant(self.ty(e), b.select(failed, ir.Constant(I64, 1), ir.Constant(I64, 0)),
+        return self.gen.agg.make_variant(self.gen.ty(e), b.select(failed, ir.Constant(I64, 1), ir.Constant(I64, 0)),
                                  [b.select(failed, code, ir.Constant(I64, 0))])
 
     # ------------------------------------------------------------ files (edition 1)
@@ -382,25 +396,25 @@ class BuiltinLowering:
         """Check a path against the capability's prefix (ending there or continuing at `/`, and
         no `..` anywhere: otherwise trap) and return a NUL-terminated malloc'd copy."""
         b = self.b
-        prefix: str = self.res(e).prefix
+        prefix: str = self.gen.res(e).prefix
         ptr, length = b.extract_value(path, 0), b.extract_value(path, 1)
         dots = self.ml.string(b"..")
         hit = self.c("memmem", [ptr, length, b.extract_value(dots, 0), ir.Constant(I64, 2)])
-        self.trap_if(b.icmp_unsigned("!=", hit, ir.Constant(PTR, None)))
+        self.gen.trap_if(b.icmp_unsigned("!=", hit, ir.Constant(PTR, None)))
         if prefix:
             data = prefix.encode()
             plen = ir.Constant(I64, len(data))
-            self.trap_if(b.icmp_unsigned("<", length, plen))
+            self.gen.trap_if(b.icmp_unsigned("<", length, plen))
             lit = self.ml.string(data)
             same = self.c("memcmp", [ptr, b.extract_value(lit, 0), plen])
-            self.trap_if(b.icmp_signed("!=", same, ir.Constant(I32, 0)))
+            self.gen.trap_if(b.icmp_signed("!=", same, ir.Constant(I32, 0)))
             if not prefix.endswith("/"):
                 # Either the path is exactly the prefix, or it continues at a `/`.
                 exact = b.icmp_unsigned("==", length, plen)
                 at = b.gep(ptr, [b.select(exact, ir.Constant(I64, 0), plen)], inbounds=False, source_etype=I8)
                 ch = b.load(at, typ=I8)
                 ok = b.or_(exact, b.icmp_unsigned("==", ch, ir.Constant(I8, ord("/"))))
-                self.trap_if(b.xor(ok, ir.Constant(I1, 1)))
+                self.gen.trap_if(b.xor(ok, ir.Constant(I1, 1)))
         buf = self._malloc_checked(b.add(length, ir.Constant(I64, 1)))
         b.call(self.rt.libc("memmove"), [buf, ptr, length])
         b.store(ir.Constant(I8, 0), b.gep(buf, [length], inbounds=True, source_etype=I8))
@@ -422,7 +436,7 @@ class BuiltinLowering:
         b = self.b
         fd, errno = self.open_path(e, args[1], 0)
         failed = b.icmp_signed("<", fd, ir.Constant(I64, 0))
-        return self.make_variant(self.ty(e), b.select(failed, ir.Constant(I64, 1), ir.Constant(I64, 0)),
+        return self.gen.agg.make_variant(self.gen.ty(e), b.select(failed, ir.Constant(I64, 1), ir.Constant(I64, 0)),
                                  [b.select(failed, errno, fd)])
 
     @LOWERINGS.register("file_read")
@@ -435,7 +449,7 @@ class BuiltinLowering:
         tag = b.select(b.icmp_signed(">", n, ir.Constant(I64, 0)), ir.Constant(I64, 0),
                        b.select(b.icmp_signed("==", n, ir.Constant(I64, 0)), ir.Constant(I64, 1), ir.Constant(I64, 2)))
         payload = b.select(b.icmp_signed("<", n, ir.Constant(I64, 0)), errno, n)
-        return self.make_variant(self.ty(e), tag, [payload])
+        return self.gen.agg.make_variant(self.gen.ty(e), tag, [payload])
 
     @LOWERINGS.register("file_close")
     def bi_file_close(self, e, args):

@@ -173,7 +173,7 @@ class ModuleLowering:
         return ir.Constant.literal_struct([g, ir.Constant(I64, len(data))])
 
 
-class FnLowering(AggregateLowering, BuiltinLowering):
+class FnLowering:
     """Lowers one function body."""
 
     def __init__(self, ml: ModuleLowering, fn: CheckedFn, func: ir.Function, tsub: dict):
@@ -188,6 +188,9 @@ class FnLowering(AggregateLowering, BuiltinLowering):
         self.alloca_builder = ir.IRBuilder(self.entry)
         body = self.func.append_basic_block("body")
         self.b = ir.IRBuilder(body)
+        # The parts of the lowering, composed (each holds a typed reference back to this one).
+        self.agg = AggregateLowering(self)
+        self.builtins = BuiltinLowering(self)
         self.slots: dict[int, ir.Value] = {}  # Local.uid -> alloca
         self.arenas: list[tuple[ir.Value, ir.Value]] = []  # (base slot, bump slot), innermost last
         self.arena_regions: list = []  # the checker's Region of each open arena, parallel to arenas
@@ -285,7 +288,7 @@ class FnLowering(AggregateLowering, BuiltinLowering):
                         self.b.store(v, slot)
                 case ast.LetStruct() | ast.LetTuple():
                     v = self.expr(s.value)
-                    self.let_parts(s, self.ty(s.value), v, self.typed.bindings[s])
+                    self.agg.let_parts(s, self.ty(s.value), v, self.typed.bindings[s])
                 case ast.ExprStmt():
                     self.expr(s.expr)
                 case ast.Assign():
@@ -297,7 +300,7 @@ class FnLowering(AggregateLowering, BuiltinLowering):
                 case ast.Return():
                     self.return_stmt(s)
                 case ast.Match():
-                    self.match_stmt(s)
+                    self.agg.match_stmt(s)
                 case ast.Defer():
                     self.frames[-1]["defers"].append(s.expr)
                 case ast.Borrow():
@@ -390,7 +393,7 @@ class FnLowering(AggregateLowering, BuiltinLowering):
                 self.b.store(v, p)
             return
         if isinstance(t, (ast.FieldAccess, ast.TupleIndex)):
-            self.assign_member(t, v)
+            self.agg.assign_member(t, v)
             return
         raise NotImplementedError("this assignment is not supported yet by cancho-kernel's code generator")
 
@@ -412,7 +415,7 @@ class FnLowering(AggregateLowering, BuiltinLowering):
                 case ast.Index():
                     return self.load_elem(self.element_ptr(e), self.ty(e))
                 case ast.FieldAccess() | ast.TupleIndex():
-                    return self.member(e)
+                    return self.agg.member(e)
                 case ast.Unary():
                     return self.unary(e)
                 case ast.BoolLit():
@@ -428,11 +431,11 @@ class FnLowering(AggregateLowering, BuiltinLowering):
                 case ast.Alloc():
                     return self.alloc_one(e)
                 case ast.TupleExpr():
-                    return self.tuple_expr(e)
+                    return self.agg.tuple_expr(e)
                 case ast.StructLit():
-                    return self.struct_lit(e)
+                    return self.agg.struct_lit(e)
                 case ast.VariantExpr():
-                    return self.variant_expr(e)
+                    return self.agg.variant_expr(e)
                 case _:
                     raise TypeError(f"no lowering for the expression {type(e).__name__}")
         except (LoweringFailure, RecursionError):
@@ -669,7 +672,7 @@ class FnLowering(AggregateLowering, BuiltinLowering):
             f = self.ml.instance(target.item.key, tsub)
             return self.b.call(f, [a for a in args if a is not None])
         if target.kind is CallKind.BUILTIN:
-            return self.builtin(target.name, e)
+            return self.builtins.builtin(target.name, e)
         if target.kind is CallKind.INDIRECT:
             fp = self.expr(e.callee)
             ft = self.ty(e.callee)
