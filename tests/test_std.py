@@ -8,13 +8,18 @@ their own `main` (argument parsing, the exact bytes written) are drivers run by 
 
 from __future__ import annotations
 
+import http.client
 import math
 import random
 import re
+import socket
+import socketserver
 import struct
 import subprocess
 import sys
 import textwrap
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -485,3 +490,85 @@ def test_math_floats_within_one_ulp_of_libm(tmp_path: Path) -> None:
                                else 1):
             bad.append(f"{op}({a!r}, {b!r}) = {got!r}, libm {want!r}")
     assert not bad, "\n".join(bad[:20])
+
+
+
+# ---------------------------------------------------------------------------------------------
+# std.http and std.route answering real requests on loopback: Python accepts each connection
+# and hands the request's bytes to http_driver.cho (one request per process), whose stdout is
+# the response. The socket is Python's (this compiler has no sockets yet); every byte of the
+# parsing, routing and response writing is the cancho program's.
+
+
+def _serve_with(exe: Path) -> type[socketserver.BaseRequestHandler]:
+    class OneRequest(socketserver.BaseRequestHandler):
+        def handle(self) -> None:
+            data = b""
+            while b"\r\n\r\n" not in data and len(data) < 65536:
+                chunk = self.request.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            res = run_executable(exe, [str(exe)], data, StdoutTarget.pipe(), RunLimits(timeout=30))
+            self.request.sendall(res.stdout)
+    return OneRequest
+
+
+@pytest.fixture(scope="module")
+def http_server(tmp_path_factory) -> Iterator[int]:
+    exe = build(tmp_path_factory.mktemp("http"), STD_TESTS / "http_driver.cho")
+    server = socketserver.TCPServer(("127.0.0.1", 0), _serve_with(exe))
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join()
+
+
+def _request(port: int, method: str, path: str) -> tuple[int, dict[str, str], bytes]:
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    try:
+        conn.request(method, path)
+        resp = conn.getresponse()
+        return resp.status, dict(resp.getheaders()), resp.read()
+    finally:
+        conn.close()
+
+
+@pytest.mark.parametrize("method, path, status, body", [
+    ("GET", "/users/42", 200, b"42"),
+    ("GET", "/users/a%20b", 200, b"a b"),
+    ("GET", "/health", 200, b"ok"),
+    ("DELETE", "/users/7", 204, b""),
+    ("GET", "/nowhere", 404, b"not found"),
+    ("GET", "/users/", 404, b"not found"),
+])
+def test_http_route_on_loopback(http_server: int, method: str, path: str, status: int,
+                                body: bytes) -> None:
+    got_status, headers, got_body = _request(http_server, method, path)
+    assert (got_status, got_body) == (status, body)
+    if status != 204:
+        assert headers["Content-Type"] == "text/plain"
+        assert headers["Content-Length"] == str(len(body))
+    assert headers["Connection"] == "keep-alive"  # HTTP/1.1 without `Connection: close`
+
+
+def test_http_route_405_lists_the_allowed_methods(http_server: int) -> None:
+    status, headers, body = _request(http_server, "POST", "/users/1")
+    assert (status, body, headers["Allow"]) == (405, b"", "GET, DELETE")
+
+
+def test_http_refuses_a_request_without_host(http_server: int) -> None:
+    with socket.create_connection(("127.0.0.1", http_server), timeout=30) as sock:
+        sock.sendall(b"GET /health HTTP/1.1\r\n\r\n")
+        sock.shutdown(socket.SHUT_WR)
+        reply = b""
+        while chunk := sock.recv(4096):
+            reply += chunk
+    head, _, body = reply.partition(b"\r\n\r\n")
+    assert head.split(b"\r\n")[0] == b"HTTP/1.1 400 Bad Request"
+    assert b"Connection: close" in head.split(b"\r\n")
+    assert body == b"missing or repeated Host"
