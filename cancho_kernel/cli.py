@@ -19,15 +19,17 @@ temporary directory is gone as soon as the program is running. `--safe` (or `CAN
 is safe mode for shared servers: `-l`/`-L` are refused, a program whose authority is unbounded
 (a reachable `extern fn`) is refused under `unsafe-in-safe-mode`, and `run` gets the default
 limits (memory, CPU time, processes; docs/decisions.md).
+
+`build` and `run` keep what they build in the on-disk build cache (``compiler/cache.py``), so
+an unchanged program is neither compiled nor linked again; ``--no-cache`` bypasses it. Building
+and running are ``compiler/run.py``'s, shared with `cancho test` and the kernel.
 """
 
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import sys
-import tempfile
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -35,7 +37,8 @@ from pathlib import Path
 
 from . import __version__
 from .compiler import api
-from .compiler.diagnostics import CompileError, Diagnostic, render_json, render_text
+from .compiler.diagnostics import Diagnostic, Rule, render_json, render_text
+from .compiler.run import FailureKind, RunFailed, flush_python_streams, os_error_text
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_ENVIRONMENT = 0, 1, 2, 3
 
@@ -43,9 +46,9 @@ USAGE = """\
 cancho — a compiler for the cancho systems language (llvmlite backends)
 
 usage:
-    cancho build <file.cho>... [-o <output>] [--emit exe|obj] [--std] [--safe] [-l <name>]... [-L <path>]...
+    cancho build <file.cho>... [-o <output>] [--emit exe|obj] [--std] [--safe] [--no-cache] [-l <name>]... [-L <path>]...
     cancho check <file.cho>... [--std] [--output json]
-    cancho run   <file.cho>... [--backend jit|exe] [--std] [--safe] [-l <name>]... [-L <path>]... [-- <arg>...]
+    cancho run   <file.cho>... [--backend jit|exe] [--std] [--safe] [--no-cache] [-l <name>]... [-L <path>]... [-- <arg>...]
     cancho ir    <file.cho>... [--std]
     cancho asm   <file.cho>... [--std]
     cancho authority <file.cho>... [--std] [--output json]
@@ -56,13 +59,16 @@ usage:
 options:
     -o <output>       where `build` writes (default: the first input's stem, `.o` for obj)
     --emit exe|obj    `build` a linked executable (default) or a bare object file
-    --std             make the standard library's source available
+    --std             accepted for the reference's command lines; the standard library is
+                      always available through `import std.x;`, so it changes nothing
     --output json     `check`/`authority` answer as data on stdout rather than prose
     --backend jit|exe `run` through MCJIT in this process (default) or a linked executable
     -l <name>         link `lib<name>` (`build`/`run` only); repeatable, passed to `cc`
     -L <path>         add a library search path (`build`/`run` only); repeatable
     --safe            safe mode (also CANCHO_SAFE=1): refuse -l/-L and programs that reach
                       foreign code (`unsafe-in-safe-mode`); `run` gets the default limits
+    --no-cache        `build`/`run`: neither use nor fill the build cache
+                      (~/.cache/cancho-kernel; see docs/cli.md)
     -- <arg>...       `run`: everything after `--` is the program's command line
 
 A program is the set of files named, in any order. `check` also generates code and discards
@@ -111,6 +117,7 @@ class Invocation:
     libdirs: list[str] = field(default_factory=list)
     program_args: list[str] = field(default_factory=list)
     safe: bool = False
+    cache: bool = True
 
 
 def safe_from_env() -> bool:
@@ -142,6 +149,8 @@ def parse_args(command: str, args: Sequence[str]) -> Invocation:
             inv.std = True
         elif arg == "--safe" and (build or run):
             inv.safe = True
+        elif arg == "--no-cache" and (build or run):
+            inv.cache = False
         elif arg == "--output" and command in ("check", "authority"):
             form = value("--output", "a form")
             if form != "json":
@@ -180,17 +189,10 @@ def default_output(first_input: str, emit: str) -> str:
 # compiling
 
 
-def _os_error_text(exc: OSError) -> str:
-    """An OS error the way the reference (Rust) prints it: `No such file (os error 2)`."""
-    if exc.errno is not None and exc.strerror:
-        return f"{exc.strerror} (os error {exc.errno})"
-    return str(exc)
-
-
 def _internal(inv: Invocation, what: str, exc: BaseException | str) -> Diagnostic:
     detail = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
     return Diagnostic(
-        "internal",
+        Rule.INTERNAL,
         f"the compiler failed {what}; this is a bug in cancho, not in the program ({detail})",
         None, file_hint=inv.inputs[0])
 
@@ -198,12 +200,12 @@ def _internal(inv: Invocation, what: str, exc: BaseException | str) -> Diagnosti
 def _load(inv: Invocation) -> tuple[list, list[Diagnostic]]:
     """The program's sources, or (in json mode) a program-level refusal for unreadable input."""
     try:
-        return api.load_sources(inv.inputs, std=inv.std), []
+        return api.load_sources(inv.inputs), []
     except OSError as exc:
         name = exc.filename if exc.filename is not None else inv.inputs[0]
-        message = f"cannot read `{name}`: {_os_error_text(exc)}"
+        message = f"cannot read `{name}`: {os_error_text(exc)}"
         if inv.json:
-            return [], [Diagnostic("program-shape", message, None)]
+            return [], [Diagnostic(Rule.PROGRAM_SHAPE, message, None)]
         raise environment(message) from None
     except Exception as exc:  # noqa: BLE001 - never a traceback
         return [], [_internal(inv, "to read the program", exc)]
@@ -251,14 +253,22 @@ def safe_mode_refusals(program) -> list[Diagnostic]:
 
 
 def _compile(inv: Invocation) -> tuple[str | None, list[Diagnostic]]:
-    """IR text, or the refusals (every compiler failure of ours is rule `internal`)."""
+    """IR text, or the refusals (every compiler failure of ours is rule `internal`). With the
+    build cache, an unchanged program's IR comes from it (only accepted programs are kept)."""
     sources, diags = _load(inv)
     if diags:
         return None, diags
+    cache, key = _ir_cache(inv), None
+    if cache is not None:
+        from .compiler.cache import Artefact, sources_key
+
+        key = sources_key([(s.path, s.text.encode("utf-8", "surrogateescape")) for s in sources],
+                          inv.safe)
+        cached = cache.get(key, Artefact.IR)
+        if cached is not None:
+            return cached.decode("utf-8"), []
     try:
         result = api.compile_sources(sources)
-    except CompileError as exc:
-        return None, list(exc.diagnostics) or [_internal(inv, "to compile", exc)]
     except Exception as exc:  # noqa: BLE001 - never a traceback
         return None, [_internal(inv, "to compile", exc)]
     if result.diagnostics:
@@ -269,26 +279,45 @@ def _compile(inv: Invocation) -> tuple[str | None, list[Diagnostic]]:
         refusals = safe_mode_refusals(result.program)
         if refusals:
             return None, refusals
+    if cache is not None and key is not None:
+        cache.put(key, Artefact.IR, result.ir.encode("utf-8"))
     return result.ir, []
 
 
-def _backend_step(inv: Invocation, step):
-    """Run one backend step; our IR bugs are `internal` refusals, a missing linker exit 3."""
-    from .compiler.backends import native
-    from .compiler.backends.exe import LinkError
+def _build_cache(inv: Invocation):
+    """The user's build cache for `build` and `run`, unless ``--no-cache``."""
+    if not inv.cache or inv.command not in ("build", "run"):
+        return None
+    from .compiler.cache import BuildCache
+
+    return BuildCache.from_env()
+
+
+def _ir_cache(inv: Invocation):
+    """The build cache for IR keyed by sources: only while ``api.compile_sources`` is the
+    compiler the fingerprint describes (a compiler put in its place at run time, such as a test
+    double, is not described by it, so its output is never kept or reused)."""
+    if getattr(api.compile_sources, "__module__", None) != api.__name__:
+        return None
+    return _build_cache(inv)
+
+
+def _backend(inv: Invocation, step):
+    """Run one backend step (``compiler/run.py``): our bugs become an `internal` refusal, the
+    environment's failures (no linker, unwritable output) exit 3."""
+    from .compiler.run import failures_mapped
 
     try:
-        return step(), []
-    except native.InvalidIR as exc:
-        return None, [_internal(inv, "to generate code", str(exc))]
-    except LinkError as exc:
-        raise environment(str(exc)) from None
-    except Failure:
-        raise
-    except OSError:
+        with failures_mapped():
+            return step()
+    except RunFailed as exc:
+        if exc.kind is FailureKind.ENVIRONMENT:
+            raise environment(exc.message) from None
+        raise _Refused([_internal(inv, "to generate code", exc.detail)]) from None
+    except (Failure, _Refused, OSError):
         raise
     except Exception as exc:  # noqa: BLE001 - never a traceback
-        return None, [_internal(inv, "to generate code", exc)]
+        raise _Refused([_internal(inv, "to generate code", exc)]) from None
 
 
 def _refuse(diags: list[Diagnostic]) -> int:
@@ -327,7 +356,10 @@ def cmd_check(inv: Invocation) -> int:
 
     ir, diags = _compile(inv)
     if ir is not None:  # like the reference, generate the object and discard it
-        _, diags = _backend_step(inv, lambda: native.emit_object(ir))
+        try:
+            _backend(inv, lambda: native.emit_object(ir))
+        except _Refused as refused:
+            diags = refused.diags
     if inv.json:
         _write_stdout(render_json(diags))
         return EXIT_REFUSED if diags else EXIT_OK
@@ -346,8 +378,6 @@ def cmd_authority(inv: Invocation) -> int:
         result = api.compile_sources(sources)
         diags = list(result.diagnostics)
         report = None if diags else authority_report(result.program)
-    except CompileError as exc:
-        diags = list(exc.diagnostics) or [_internal(inv, "to compile", exc)]
     except Exception as exc:  # noqa: BLE001 - never a traceback
         diags = [_internal(inv, "to compute the authority report", exc)]
     if diags:
@@ -357,19 +387,17 @@ def cmd_authority(inv: Invocation) -> int:
 
 
 def cmd_build(inv: Invocation) -> int:
-    from .compiler.backends import exe
+    from .compiler.run import Backend, build, build_object
 
     ir = _compiled_or_refused(inv)
     out = inv.output or default_output(inv.inputs[0], inv.emit)
-    try:
-        if inv.emit == "obj":
-            _, diags = _backend_step(inv, lambda: exe.write_object(ir, out))
-        else:
-            _, diags = _backend_step(
-                inv, lambda: exe.build_executable(ir, out, inv.libs, inv.libdirs))
-    except OSError as exc:
-        raise environment(f"cannot write `{out}`: {_os_error_text(exc)}") from None
-    return _refuse(diags) if diags else EXIT_OK
+    cache = _build_cache(inv)
+    if inv.emit == "obj":
+        _backend(inv, lambda: build_object(ir, out, cache))
+    else:
+        _backend(inv, lambda: build(ir, Backend.EXE, out, libs=inv.libs, libdirs=inv.libdirs,
+                                    cache=cache))
+    return EXIT_OK
 
 
 def _run_limits(inv: Invocation):
@@ -385,64 +413,18 @@ def _run_limits(inv: Invocation):
 
 
 def cmd_run(inv: Invocation) -> int:
-    from .compiler.backends.process import remove_stale_dirs
+    from .compiler.backends.process import remove_stale_dirs, signal_name
+    from .compiler.run import run_inherit
 
     remove_stale_dirs()  # what an earlier `run` killed by SIGKILL left
     ir = _compiled_or_refused(inv)
-    run_dir = Path(tempfile.gettempdir()) / f"cancho-run-{os.getpid()}"
-    exe_path = run_dir / default_output(inv.inputs[0], "exe")
-    argv = [str(exe_path), *inv.program_args]  # the same argv[0] on both backends
-    if inv.backend == "jit":
-        from .compiler.backends.jit import run_jit_inherit
-
-        status, diags = _backend_step(
-            inv, lambda: run_jit_inherit(ir, argv, inv.libs, inv.libdirs, _run_limits(inv)))
-        if diags:
-            return _refuse(diags)
-        exit_status = os.WEXITSTATUS(status) if os.WIFEXITED(status) else None
-        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
-    else:
-        exit_status, sig = _run_exe(inv, ir, run_dir, exe_path, argv)
-    if sig is not None:
-        from .compiler.backends.process import signal_name
-
-        raise environment(f"cancho: the program was killed by signal {sig} ({signal_name(sig)})")
-    return exit_status if exit_status is not None else EXIT_ENVIRONMENT
-
-
-def _run_exe(inv: Invocation, ir: str, run_dir: Path, exe_path: Path,
-             argv: list[str]) -> tuple[int | None, int | None]:
-    from .compiler.backends import exe
-    from .compiler.backends.process import StdoutTarget, run_executable
-
-    try:
-        try:
-            run_dir.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise environment(f"cannot create `{run_dir}`: {_os_error_text(exc)}") from None
-        try:
-            _, diags = _backend_step(
-                inv, lambda: exe.build_executable(ir, exe_path, inv.libs, inv.libdirs))
-        except OSError as exc:
-            raise environment(f"cannot write `{exe_path}`: {_os_error_text(exc)}") from None
-        if diags:
-            raise _Refused(diags)
-        _flush_python_streams()
-        # A Ctrl-C belongs to the program (same process group); we only report its death.
-        saved = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGQUIT)}
-        try:
-            # The launcher deletes the binary and its directory once it runs, so not even a
-            # SIGKILL of this process leaves them behind.
-            result = run_executable(exe_path, argv, b"", StdoutTarget.inherit(),
-                                    _run_limits(inv), remove_after_start=True)
-        except OSError as exc:
-            raise environment(f"cannot run `{exe_path}`: {_os_error_text(exc)}") from None
-        finally:
-            for s, handler in saved.items():
-                signal.signal(s, handler)
-        return result.exit_status, result.signal
-    finally:
-        shutil.rmtree(run_dir, ignore_errors=True)
+    ended = _backend(inv, lambda: run_inherit(
+        ir, inv.backend, default_output(inv.inputs[0], "exe"), inv.program_args, libs=inv.libs,
+        libdirs=inv.libdirs, limits=_run_limits(inv), cache=_build_cache(inv)))
+    if ended.signal is not None:
+        raise environment(f"cancho: the program was killed by signal {ended.signal} "
+                          f"({signal_name(ended.signal)})")
+    return ended.exit_status if ended.exit_status is not None else EXIT_ENVIRONMENT
 
 
 def cmd_ir(inv: Invocation) -> int:
@@ -460,10 +442,7 @@ def cmd_asm(inv: Invocation) -> int:
 def _print_backend_text(inv: Invocation, render) -> int:
     """Compile, turn the IR into text with `render` (optimized IR, assembly), print it."""
     ir = _compiled_or_refused(inv)
-    text, diags = _backend_step(inv, lambda: render(ir))
-    if diags:
-        return _refuse(diags)
-    _write_stdout(text)
+    _write_stdout(_backend(inv, lambda: render(ir)))
     return EXIT_OK
 
 
@@ -472,16 +451,6 @@ def _write_stdout(text: str) -> None:
         raise environment("cannot write to stdout: Bad file descriptor (os error 9)")
     sys.stdout.write(text)
     sys.stdout.flush()
-
-
-def _flush_python_streams() -> None:
-    """Before a child writes to the same descriptors (either may be closed, i.e. None)."""
-    for stream in (sys.stdout, sys.stderr):
-        try:
-            if stream is not None:
-                stream.flush()
-        except (OSError, ValueError):
-            pass
 
 
 def _version() -> str:
@@ -553,7 +522,7 @@ def signals_unwind() -> Iterator[None]:
 def die_by(signum: int) -> int:
     """End this process by ``signum`` with its default action, as if it had never been caught
     (so a parent sees the death it sent); 128+signum if that somehow returns."""
-    _flush_python_streams()
+    flush_python_streams()
     signal.signal(signum, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, [signum])
     os.kill(os.getpid(), signum)

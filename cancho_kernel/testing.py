@@ -28,6 +28,8 @@ import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from .compiler.diagnostics import Rule
+
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_FAILED = 0, 1, 2, 3, 4
 
 USAGE = """\
@@ -372,84 +374,81 @@ def run_tests(opts: Options) -> int:
     return _build_and_run(opts, tests, result.ir)
 
 
-def _build_and_run(opts: Options, tests: list[TestCase], ir: str) -> int:
-    from .compiler.backends import native
-    from .compiler.backends.exe import LinkError
-    from .compiler.backends.process import (DEFAULT_RUN_LIMITS, RunLimits, StdoutTarget,
-                                            owned_temp_prefix, remove_stale_dirs)
+def _test_limits(opts: Options):
+    """Each test's limits: the timeout, 1 MiB kept per stream; safe mode adds the defaults for
+    memory, CPU time and processes."""
+    from .compiler.backends.process import DEFAULT_RUN_LIMITS, RunLimits
 
-    limits = RunLimits(timeout=opts.timeout, max_output=1 << 20)
-    if opts.safe:
-        d = DEFAULT_RUN_LIMITS
-        limits = RunLimits(timeout=opts.timeout, max_output=1 << 20, memory=d.memory,
-                           cpu_seconds=d.cpu_seconds, processes=d.processes)
+    if not opts.safe:
+        return RunLimits(timeout=opts.timeout, max_output=1 << 20)
+    d = DEFAULT_RUN_LIMITS
+    return RunLimits(timeout=opts.timeout, max_output=1 << 20, memory=d.memory,
+                     cpu_seconds=d.cpu_seconds, processes=d.processes)
+
+
+def _build_and_run(opts: Options, tests: list[TestCase], ir: str) -> int:
+    """Build once (``compiler/run.py``), run every test in a process of its own, report."""
+    from .compiler.backends.process import owned_temp_prefix, remove_stale_dirs
+    from .compiler.run import Backend, FailureKind, RunFailed, build
+
     remove_stale_dirs()  # what an earlier run killed by SIGKILL left
     run_dir = tempfile.mkdtemp(prefix=owned_temp_prefix("test"))
     worker = None
     try:
-        if opts.backend == "exe":
-            from .compiler.backends.exe import build_executable
-            from .compiler.backends.process import run_executable
-
-            exe_path = os.path.join(run_dir, "tests")
-            try:
-                build_executable(ir, exe_path, opts.libs, opts.libdirs)
-            except native.InvalidIR as exc:
-                _err(f"error: the compiler failed to generate code; this is a bug in cancho, "
-                     f"not in the program ({exc}) [internal]")
-                return EXIT_REFUSED
-
-            def run_one(name: str):
-                return run_executable(exe_path, [exe_path, name], b"", StdoutTarget.pipe(),
-                                      limits)
-        else:
+        built = build(ir, opts.backend, os.path.join(run_dir, "tests"), libs=opts.libs,
+                      libdirs=opts.libdirs)
+        if built.backend is Backend.JIT:
             from .compiler.backends.jit import JitWorker
 
             worker = JitWorker()
-
-            def run_one(name: str):
-                return worker.run(ir, ["tests", name], b"", StdoutTarget.pipe(), limits,
-                                  libs=opts.libs, libdirs=opts.libdirs)
-
-        _out(f"running {len(tests)} test{'s' if len(tests) != 1 else ''}\n")
-        failures: list[tuple[str, str, object]] = []
-        passed = 0
-        for t in tests:
-            try:
-                res = run_one(t.name)
-            except native.InvalidIR as exc:
-                _err(f"error: the compiler failed to generate code; this is a bug in cancho, "
-                     f"not in the program ({exc}) [internal]")
-                return EXIT_REFUSED
-            ok = res.exit_status == 0 and res.signal is None and not res.timed_out
-            _out(f"test {t.name} ... {'ok' if ok else 'FAILED'}\n")
-            if ok:
-                passed += 1
-            else:
-                failures.append((t.name, _failure_reason(res), res))
-        report: list[str] = []
-        if failures:
-            report.append("\nfailures:\n")
-            for name, reason, res in failures:
-                report.append(f"\n---- {name} ----\n{reason}\n")
-                extra: list[str] = []
-                _show_stream("stdout", res.stdout, extra)
-                _show_stream("stderr", res.stderr, extra)
-                report.extend(extra)
-        verdict = "FAILED" if failures else "ok"
-        report.append(f"\ntest result: {verdict}. {passed} passed; {len(failures)} failed\n")
-        _out("".join(report))
-        return EXIT_FAILED if failures else EXIT_OK
-    except LinkError as exc:
-        _err(str(exc))
-        return EXIT_ENVIRONMENT
-    except OSError as exc:
-        _err(f"cannot build or run the tests: {exc.strerror or exc}")
-        return EXIT_ENVIRONMENT
+        return _run_all(tests, built, worker, _test_limits(opts))
+    except RunFailed as exc:
+        if exc.kind is FailureKind.ENVIRONMENT:
+            _err(exc.message)
+            return EXIT_ENVIRONMENT
+        _err(f"error: the compiler failed to generate code; this is a bug in cancho, "
+             f"not in the program ({exc.detail}) [{Rule.INTERNAL}]")
+        return EXIT_REFUSED
     finally:
         if worker is not None:
             worker.close()
         shutil.rmtree(run_dir, ignore_errors=True)
+
+
+@dataclass(frozen=True)
+class FailedTest:
+    """A test that did not answer 0: its name, why, and the run (for its output)."""
+
+    name: str
+    reason: str
+    result: object
+
+
+def _run_all(tests: list[TestCase], built, worker, limits) -> int:
+    from .compiler.backends.process import StdoutTarget
+    from .compiler.run import run_built
+
+    _out(f"running {len(tests)} test{'s' if len(tests) != 1 else ''}\n")
+    failures: list[FailedTest] = []
+    for t in tests:
+        argv = [str(built.path) if built.path is not None else "tests", t.name]
+        res = run_built(built, argv, worker=worker, target=StdoutTarget.pipe(), limits=limits)
+        ok = res.exit_status == 0 and res.signal is None and not res.timed_out
+        _out(f"test {t.name} ... {'ok' if ok else 'FAILED'}\n")
+        if not ok:
+            failures.append(FailedTest(t.name, _failure_reason(res), res))
+    report: list[str] = []
+    if failures:
+        report.append("\nfailures:\n")
+        for f in failures:
+            report.append(f"\n---- {f.name} ----\n{f.reason}\n")
+            _show_stream("stdout", f.result.stdout, report)
+            _show_stream("stderr", f.result.stderr, report)
+    verdict = "FAILED" if failures else "ok"
+    passed = len(tests) - len(failures)
+    report.append(f"\ntest result: {verdict}. {passed} passed; {len(failures)} failed\n")
+    _out("".join(report))
+    return EXIT_FAILED if failures else EXIT_OK
 
 
 def main_test(argv: list[str]) -> int:
@@ -464,13 +463,8 @@ def main_test(argv: list[str]) -> int:
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
     except Exception as exc:  # noqa: BLE001 - our bug; never a traceback
-        from .compiler.backends.jit import JitWorkerDied
-
-        if isinstance(exc, JitWorkerDied):
-            _err(f"the JIT worker failed: {exc}")
-            return EXIT_ENVIRONMENT
         _err(f"error: the test runner failed ({type(exc).__name__}: {exc}); "
-             "this is a bug in cancho [internal]")
+             f"this is a bug in cancho [{Rule.INTERNAL}]")
         return EXIT_REFUSED
 
 

@@ -26,13 +26,10 @@ from __future__ import annotations
 import dataclasses
 import html
 import statistics
-import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 
-from ..compiler.backends import exe as exe_backend
-from ..compiler.backends import native
 from ..compiler.backends.process import RunLimits, RunResult, StdoutKind, StdoutTarget
 from . import claims as C
 from . import plots
@@ -42,7 +39,7 @@ from .cbaseline import CFailure, compile_baseline, split_flags
 from .directives import (Body, Context, DirectiveError, RunOptions, _Parser, directive, parse_seconds,
                          split_args, stdin_of)
 from .named import Program, valid_name
-from .runner import BACKENDS, RunFailed
+from ..compiler.run import BACKENDS, Backend, RunFailed, build, interruptible
 
 SCHEMA = "cancho-kernel-bench/1"
 DEFAULT_RUNS = 9
@@ -61,64 +58,24 @@ class BenchInterrupted(Exception):
         self.done, self.total = done, total
 
 
-# -- running one thing interruptibly ------------------------------------------------------------------
-
-
-def interruptible(fn):
-    """Run ``fn(cancel)`` in a helper thread; an interrupt (KeyboardInterrupt in this thread) sets
-    ``cancel``. Returns (value, exception, interrupted) — the same pattern as ``Runner.run``."""
-    cancel, done = threading.Event(), threading.Event()
-    box: dict = {}
-
-    def target() -> None:
-        try:
-            box["value"] = fn(cancel)
-        except BaseException as e:  # never let a helper thread die silently
-            box["error"] = e
-        finally:
-            done.set()
-
-    threading.Thread(target=target, name="cancho-bench-run", daemon=True).start()
-    interrupted = False
-    while not done.is_set():
-        try:
-            done.wait(0.05)
-        except KeyboardInterrupt:
-            interrupted = True
-            cancel.set()
-    return box.get("value"), box.get("error"), interrupted
-
-
 # -- building the cancho side ---------------------------------------------------------------------------
 
 
 def cancho_program(ctx: Context, name: str, ir: str, backend: str, timings: dict, origin: str | None,
                    stdin: bytes = b"", args: list[str] | None = None, source: str | None = None) -> Program:
-    """A runnable program from a compiled cell: jit keeps the IR; exe builds a binary in the store."""
+    """A runnable program from a compiled cell: jit keeps the IR; exe builds a binary in the store
+    (never from the build cache: its compile and link times are part of what a bench reports)."""
     check = sum(timings.get(k, 0.0) for k in ("check", "lower"))
     prog = Program(name=name, kind="cancho", backend=backend, ir=ir, stdin=stdin, args=list(args or []),
                    origin=origin, source=source, compile_seconds=check)
-    if backend == "exe":
-        path = ctx.session.programs.new_path(name)
-        obj = path.with_suffix(".o")
+    if backend == Backend.EXE:
         try:
-            t0 = time.perf_counter()
-            obj.write_bytes(native.emit_object(ir))
-            t1 = time.perf_counter()
-            exe_backend.link(obj, path)
-            t2 = time.perf_counter()
-        except native.InvalidIR as e:
-            raise BenchFailed(P.simple_failure("internal", f"LLVM refused the generated IR: {e}")) from None
-        except exe_backend.LinkError as e:
-            raise BenchFailed(P.simple_failure("environment", str(e))) from None
-        finally:
-            try:
-                obj.unlink()
-            except OSError:
-                pass
-        prog.path = path
-        prog.compile_seconds = check + (t1 - t0)
-        prog.link_seconds = t2 - t1
+            built = build(ir, Backend.EXE, ctx.session.programs.new_path(name))
+        except RunFailed as e:
+            raise BenchFailed(P.simple_failure(e.kind.value, e.message)) from None
+        prog.path = built.path
+        prog.compile_seconds = check + built.object_seconds
+        prog.link_seconds = built.link_seconds
     return prog
 
 
@@ -297,14 +254,15 @@ def measure(runner, items: list[Item], opts: BenchOptions, progress=None) -> Non
                 return item.program.run(runner, stdin=item.stdin, args=item.args, target=target,
                                         limits=limits, cancel=cancel)
             try:
-                result, error, interrupted = interruptible(once)
+                waited = interruptible(once, name="cancho-bench-run")
             except KeyboardInterrupt:  # between two runs
                 raise BenchInterrupted(done, total) from None
-            if interrupted or (result is not None and result.interrupted):
+            result, error = waited.value, waited.error
+            if waited.interrupted or (result is not None and result.interrupted):
                 raise BenchInterrupted(done, total)
             if error is not None:
                 if isinstance(error, RunFailed):
-                    raise BenchFailed(P.simple_failure(error.kind, f"{item.label}: {error}"))
+                    raise BenchFailed(P.simple_failure(error.kind.value, f"{item.label}: {error.message}"))
                 raise error
             failure = _judge_run(item, result, opts.expect_status)
             if failure is not None:
@@ -571,9 +529,10 @@ def run_once(ctx: Context, prog: Program, note: str, meta: dict) -> None:
     """Run a named program once the way ``%%run`` shows a run."""
     target = StdoutTarget.pipe()
     limits = ctx.settings.run_limits()
-    result, error, interrupted = interruptible(
+    waited = interruptible(
         lambda cancel: prog.run(ctx.runner, stdin=prog.stdin, args=prog.args, target=target, limits=limits,
-                                cancel=cancel))
+                                cancel=cancel), name="cancho-bench-run")
+    result, error = waited.value, waited.error
     if result is not None:
         if result.stdout:
             ctx.stream("stdout", result.stdout.decode("utf-8", errors="replace"))
@@ -581,10 +540,10 @@ def run_once(ctx: Context, prog: Program, note: str, meta: dict) -> None:
             ctx.stream("stderr", result.stderr.decode("utf-8", errors="replace"))
     if error is not None:
         if isinstance(error, RunFailed):
-            ctx.fail(P.simple_failure(error.kind, str(error)))
+            ctx.fail(P.simple_failure(error.kind.value, error.message))
             return
         raise error
-    if interrupted and result is None:
+    if waited.interrupted and result is None:
         ctx.fail(P.simple_failure("KeyboardInterrupt", "interrupted before the program started"))
         return
     failure = P.judge(result, target, None, None)

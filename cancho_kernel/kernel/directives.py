@@ -649,17 +649,18 @@ def run_body(ctx: Context, body: Body, opts: RunOptions, use_last_main: bool) ->
 def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
     req = RunRequest(ir=ir, backend=opts.backend, target=opts.target, stdin=opts.stdin,
                      args=opts.args, limits=opts.limits)
-    result, failed, interrupted = ctx.runner.run(req)
+    outcome = ctx.runner.run(req)
+    result, failed = outcome.result, outcome.failure
     if result is not None:
         if result.stdout:
             ctx.stream("stdout", result.stdout.decode("utf-8", errors="replace"))
         if result.stderr:
             ctx.stream("stderr", result.stderr.decode("utf-8", errors="replace"))
     if failed is not None:
-        if interrupted:
+        if outcome.interrupted:
             ctx.fail(P.simple_failure("KeyboardInterrupt", "interrupted before the program started"))
         else:
-            ctx.fail(P.simple_failure(failed.kind, str(failed)))
+            ctx.fail(P.simple_failure(failed.kind.value, failed.message))
         return
     assert result is not None
     failure = P.judge(result, opts.target, opts.expect_status, opts.expect_signal)

@@ -21,14 +21,13 @@ Rules (kernel.md §2.4, §3.6–3.7):
 
 from __future__ import annotations
 
-import os
-
 import html
+import os
 import signal as _signal
 from dataclasses import dataclass
 
 from ..compiler.backends.process import RunResult, StdoutKind, StdoutTarget, signal_name
-from ..compiler.diagnostics import Diagnostic
+from ..compiler.diagnostics import Diagnostic, Rule
 
 RED, BOLD, RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 
@@ -63,6 +62,9 @@ def refusal_plain(diags: list[Diagnostic]) -> str:
 
 
 def simple_failure(ename: str, evalue: str, detail: list[str] | None = None) -> Failure:
+    """An error that is not a refusal; ``ename`` may be a :class:`Rule` or another enum's member,
+    published as its plain text."""
+    ename = str(ename)
     return Failure(ename, evalue, [f"{RED}{BOLD}{ename}{RESET}: {evalue}", *(detail or [])])
 
 
@@ -143,7 +145,7 @@ def judge(result: RunResult, target: StdoutTarget, expect_status: int | None,
     if result.exit_status not in (0, None):
         return simple_failure("exit-status", result.describe(), detail)
     if result.exit_status is None:
-        return simple_failure("internal", result.describe(), detail)
+        return simple_failure(Rule.INTERNAL, result.describe(), detail)
     return None
 
 

@@ -12,7 +12,9 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 from . import native
@@ -46,14 +48,24 @@ def link(object_path: str | Path, out_path: str | Path,
         raise LinkError(f"{message}\n{detail}" if detail else message)
 
 
+@dataclass(frozen=True)
+class BuildTimes:
+    """Where a build's time went: LLVM (optimise + emit the object) and the linker."""
+
+    object_seconds: float
+    link_seconds: float
+
+
 def build_executable(ir_text: str, out_path: str | Path,
-                     libs: Sequence[str] = (), libdirs: Sequence[str] = ()) -> None:
+                     libs: Sequence[str] = (), libdirs: Sequence[str] = ()) -> BuildTimes:
     """Compile IR text (O2) and link it into ``out_path``.
 
     Raises :class:`native.InvalidIR` (our bug) or :class:`LinkError` (the environment), and
     ``OSError`` when the output directory is not writable.
     """
+    t0 = time.perf_counter()
     obj = native.emit_object(ir_text)
+    t1 = time.perf_counter()
     out = Path(out_path)
     obj_path = out.with_suffix(".o")  # beside the output, as the reference does
     if obj_path == out:
@@ -66,6 +78,7 @@ def build_executable(ir_text: str, out_path: str | Path,
             obj_path.unlink()
         except OSError:
             pass
+    return BuildTimes(t1 - t0, time.perf_counter() - t1)
 
 
 def write_object(ir_text: str, out_path: str | Path) -> None:
