@@ -36,8 +36,8 @@ from . import plots
 from . import presentation as P
 from .claims import Claim, ClaimError
 from .cbaseline import CFailure, compile_baseline, split_flags
-from .directives import (Body, Context, DirectiveError, RunOptions, _Parser, directive, parse_seconds,
-                         split_args, stdin_of)
+from .directives import Body, Context, directive
+from .options import DirectiveError, RunOptions, _Parser, parse_seconds, split_args, stdin_of
 from .named import Program, valid_name
 from ..compiler.run import BACKENDS, Backend, RunFailed, build, interruptible
 

@@ -1,0 +1,411 @@
+"""What a directive's options may say, checked before anything runs: numbers, sizes, durations,
+signals, stdin text, stdout targets and paths, the session's settings, and safe mode's screen.
+
+Every value is validated (numbers finite and in range, sizes parsed strictly, paths checked)
+and every file a directive reads is read up to a documented cap (:data:`STDIN_FILE_CAP`,
+:data:`LOAD_CAP`), so no cell can make the kernel read without bound. In safe mode
+(:attr:`Settings.safe`) `%%c` and C flags are refused, paths must stay inside the notebook's
+directory (:attr:`Settings.root`, symlinks resolved), and run limits may not exceed
+:data:`process.SAFE_CAPS`. Split out of ``directives.py``, which re-exports these names.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import re
+import shlex
+import signal as _signal
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..compiler.backends.process import (DEFAULT_RUN_LIMITS, SAFE_CAPS, RunLimits, StdoutKind,
+                                        StdoutTarget)
+from ..compiler.run import BACKENDS
+
+
+class DirectiveError(Exception):
+    """A directive could not be understood (unknown name, bad option)."""
+
+
+# -- the session's settings ----------------------------------------------------------------------
+
+
+def _bench_runs_from_env() -> int | None:
+    """``CANCHO_BENCH_RUNS=N``: the full mode of a notebook's benches (every bench N runs,
+    whatever its ``--runs``), for figures to quote; unset, cells keep their own (quick) counts."""
+    text = os.environ.get("CANCHO_BENCH_RUNS", "").strip()
+    if not text:
+        return None
+    try:
+        n = int(text)
+    except ValueError:
+        return None
+    return n if 1 <= n <= 1000 else None
+
+
+@dataclass
+class Settings:
+    """Session-wide defaults, changed by ``%backend`` and ``%limits``; and the kernel's safe
+    mode, fixed when it starts: ``root`` is the notebook's directory (the kernel's working
+    directory at start), the only place safe mode lets a path reach."""
+
+    backend: str = "jit"
+    timeout: float | None = DEFAULT_RUN_LIMITS.timeout
+    max_output: int | None = DEFAULT_RUN_LIMITS.max_output
+    memory: int | None = DEFAULT_RUN_LIMITS.memory
+    cpu_seconds: int | None = DEFAULT_RUN_LIMITS.cpu_seconds
+    processes: int | None = DEFAULT_RUN_LIMITS.processes
+    bench_runs: int | None = field(default_factory=_bench_runs_from_env)
+    safe: bool = False
+    root: Path = field(default_factory=lambda: Path.cwd().resolve())
+
+    def run_limits(self) -> RunLimits:
+        """The session's default limits of one run."""
+        return RunLimits(timeout=self.timeout, max_output=self.max_output, memory=self.memory,
+                         cpu_seconds=self.cpu_seconds, processes=self.processes)
+
+
+def _mib(n: int) -> str:
+    return f"{n >> 30} GiB" if n >= 1 << 30 and n % (1 << 30) == 0 else f"{n >> 20} MiB"
+
+
+# -- option parsing ------------------------------------------------------------------------------
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports to the cell instead of exiting, and takes options only as written
+    in full (an abbreviation could slip past safe mode's screen of option names)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+    def error(self, message: str) -> None:  # never exit the kernel
+        raise DirectiveError(f"{self.prog}: {message}")
+
+    def exit(self, status: int = 0, message: str | None = None) -> None:
+        raise DirectiveError(message or f"{self.prog}: bad options")
+
+
+_SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*(b|k|kb|kib|m|mb|mib|g|gb|gib|t|tb|tib)?$")
+_UNITS = {None: 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
+          "g": 1 << 30, "gib": 1 << 30, "t": 1 << 40, "tib": 1 << 40,
+          "kb": 10**3, "mb": 10**6, "gb": 10**9, "tb": 10**12}
+_UNLIMITED = ("none", "unlimited")
+
+
+@dataclass(frozen=True)
+class Bound:
+    """The range a directive's number may take, and whether `none` (unlimited) is allowed."""
+
+    flag: str
+    low: float
+    high: float
+    unlimited: bool = True
+
+
+TIMEOUT = Bound("--timeout", 0.0, 7 * 24 * 3600.0)        # seconds, exclusive low
+MEMORY = Bound("--memory", 16 << 20, 1 << 40)              # bytes
+MAX_OUTPUT = Bound("--max-output", 0, 256 << 20, unlimited=False)  # kept in the kernel's memory
+CPU = Bound("--cpu", 1, 7 * 24 * 3600)                      # seconds
+PROCESSES = Bound("--processes", 0, 1 << 20)                # more than the user runs
+STDIN_FILE_CAP = 64 << 20
+LOAD_CAP = 8 << 20
+
+
+def _shown_size(n: float) -> str:
+    return _mib(int(n)) if n >= 1 << 20 else f"{n:g} bytes"
+
+
+def parse_size(text: str, bound: Bound = MEMORY) -> int | None:
+    """``1048576``, ``64k``, ``1M``, ``2MiB``, ``1.5G``; ``none``/``unlimited`` (and, where
+    unlimited is allowed, ``0``) means unlimited. Anything else — ``inf``, ``nan``, ``1e9``, a
+    sign, a value outside ``bound`` — is a directive error."""
+    t = text.strip().lower()
+    if t in _UNLIMITED or (t == "0" and bound.unlimited):
+        if not bound.unlimited:
+            raise DirectiveError(f"{bound.flag} cannot be unlimited: write a size up to "
+                                 f"{_shown_size(bound.high)}")
+        return None
+    m = _SIZE.match(t)
+    if not m:
+        raise DirectiveError(f"{bound.flag}: `{text}` is not a size (write e.g. 65536, 64k, 1M, 2GiB)")
+    n = int(float(m.group(1)) * _UNITS[m.group(2)])
+    if not bound.low <= n <= bound.high:
+        raise DirectiveError(f"{bound.flag}: `{text}` is out of range ({_shown_size(bound.low)} to "
+                             f"{_shown_size(bound.high)})")
+    return n
+
+
+def parse_seconds(text: str, bound: Bound = TIMEOUT) -> float | None:
+    """A positive, finite number of seconds within ``bound`` (``2``, ``0.5``, ``10s``);
+    ``none``/``unlimited``/``0`` means unlimited."""
+    t = text.strip().lower()
+    if t in (*_UNLIMITED, "0"):
+        return None
+    if t.endswith("s"):
+        t = t[:-1]
+    try:
+        v = float(t)
+    except ValueError:
+        raise DirectiveError(f"{bound.flag}: `{text}` is not a number of seconds") from None
+    if not math.isfinite(v) or v <= bound.low or v > bound.high:
+        raise DirectiveError(f"{bound.flag}: `{text}` is not a number of seconds above "
+                             f"{bound.low:g} and at most {bound.high:g}")
+    return v
+
+
+def parse_count(text: str, bound: Bound) -> int | None:
+    """A whole number within ``bound``; ``none``/``unlimited`` means unlimited."""
+    t = text.strip().lower()
+    if t in _UNLIMITED:
+        return None
+    if not (t.isascii() and t.isdigit()) or not bound.low <= int(t) <= bound.high:
+        raise DirectiveError(f"{bound.flag}: `{text}` is not a whole number from {bound.low:g} "
+                             f"to {bound.high:g} (or none)")
+    return int(t)
+
+
+# -- safe mode and paths ------------------------------------------------------------------------------
+
+SAFE_REFUSED_DIRECTIVES = {"%%c": "%%c compiles and runs C, which nothing bounds"}
+SAFE_REFUSED_OPTIONS = {"--cflags": "C compiler flags can run any program (e.g. -wrapper)",
+                        "--ldflags": "linker flags can run any program and link any library"}
+
+
+def _option_values(words: list[str], flag: str) -> list[str]:
+    """Every value given to ``flag`` (``--flag V`` or ``--flag=V``)."""
+    out = []
+    for i, w in enumerate(words):
+        if w == flag and i + 1 < len(words):
+            out.append(words[i + 1])
+        elif w.startswith(flag + "="):
+            out.append(w[len(flag) + 1:])
+    return out
+
+
+def safe_screen(name: str, args: str, settings: Settings) -> None:
+    """Safe mode's screen of one directive line, whichever module handles the directive (so
+    `%%bench` and `%bench` are held to it too): refused directives and options, paths outside
+    the notebook's directory, limits above the caps."""
+    if name in SAFE_REFUSED_DIRECTIVES:
+        raise DirectiveError(f"{name} is refused in safe mode: {SAFE_REFUSED_DIRECTIVES[name]}")
+    words = split_args(args)
+    for flag, why in SAFE_REFUSED_OPTIONS.items():
+        if _option_values(words, flag) or flag in words:
+            raise DirectiveError(f"{flag} is refused in safe mode: {why}")
+    for path in _option_values(words, "--stdin-file"):
+        checked_path(path, settings, "--stdin-file")
+    for target in _option_values(words, "--stdout"):
+        if target.startswith("file:"):
+            checked_path(target[len("file:"):], settings, "--stdout file:")
+    parsers = {"--timeout": lambda t: parse_seconds(t), "--memory": lambda t: parse_size(t, MEMORY),
+               "--max-output": lambda t: parse_size(t, MAX_OUTPUT), "--cpu": lambda t: parse_count(t, CPU),
+               "--processes": lambda t: parse_count(t, PROCESSES)}
+    caps = {"--timeout": SAFE_CAPS.timeout, "--memory": SAFE_CAPS.memory, "--max-output": SAFE_CAPS.max_output,
+            "--cpu": SAFE_CAPS.cpu_seconds, "--processes": SAFE_CAPS.processes}
+    for flag, parse in parsers.items():
+        for text in _option_values(words, flag):
+            value = parse(text)
+            if value is None or value > caps[flag]:
+                shown = "unlimited" if value is None else text
+                raise DirectiveError(f"{flag} {shown} is refused in safe mode: at most {caps[flag]:g}"
+                                     + (" s" if flag in ("--timeout", "--cpu") else
+                                        "" if flag == "--processes" else " bytes"))
+
+
+def checked_path(text: str, settings: Settings, what: str) -> Path:
+    """The path a directive names, resolved against the notebook's directory. In safe mode it
+    must stay inside that directory once every symlink is resolved (``..``, an absolute path, a
+    link pointing out, ``/proc/self/...`` are all refused)."""
+    if not text:
+        raise DirectiveError(f"{what} needs a path")
+    if "\0" in text:
+        raise DirectiveError(f"{what}: a path cannot contain a NUL character")
+    path = Path(os.path.expanduser(text))
+    if not settings.safe:
+        return path
+    full = (path if path.is_absolute() else settings.root / path).resolve()
+    root = settings.root
+    if full != root and root not in full.parents:
+        raise DirectiveError(f"{what} `{text}` is refused in safe mode: it is outside the notebook's "
+                             f"directory {root}")
+    return full
+
+
+def read_capped(path: Path, cap: int, what: str, shown: str) -> bytes:
+    """At most ``cap`` bytes of a file; more is a directive error, whatever the file is (a
+    regular file is judged by its size first; a device such as /dev/zero is read only up to the
+    cap). A directory, a FIFO or a socket (which could block the kernel) is refused."""
+    try:
+        st = os.stat(path)
+        if stat.S_ISDIR(st.st_mode):
+            raise DirectiveError(f"{what}: `{shown}` is a directory")
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+            raise DirectiveError(f"{what}: `{shown}` is not a regular file")
+        if stat.S_ISREG(st.st_mode) and st.st_size > cap:
+            raise DirectiveError(f"{what}: `{shown}` is {st.st_size} bytes, more than the {_mib(cap)} "
+                                 f"the kernel reads")
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
+        try:
+            chunks, total = [], 0
+            while total <= cap:
+                chunk = os.read(fd, min(1 << 20, cap + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+        finally:
+            os.close(fd)
+    except BlockingIOError:
+        raise DirectiveError(f"{what}: `{shown}` has nothing to read now (a terminal or device that "
+                             "would block the kernel)") from None
+    except OSError as e:
+        raise DirectiveError(f"{what}: cannot read `{shown}`: {e.strerror or e}") from None
+    if total > cap:
+        raise DirectiveError(f"{what}: `{shown}` is more than the {_mib(cap)} the kernel reads")
+    return b"".join(chunks)
+
+
+def parse_signal(text: str) -> int:
+    t = text.strip().upper()
+    if t.isascii() and t.isdigit():
+        if not 1 <= int(t) < _signal.NSIG:
+            raise DirectiveError(f"`{text}` is not a signal number (1 to {_signal.NSIG - 1})")
+        return int(t)
+    if not t.startswith("SIG"):
+        t = "SIG" + t
+    try:
+        return int(_signal.Signals[t])
+    except KeyError:
+        raise DirectiveError(f"`{text}` is not a signal name (write e.g. SIGILL, SIGPIPE or a number)") from None
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'": "'"}
+
+
+def stdin_of(ns, default: bytes | None = b"", settings: Settings | None = None) -> bytes | None:
+    """Standard input from `--stdin TEXT` or `--stdin-file PATH` (read now, whole, at most
+    :data:`STDIN_FILE_CAP` bytes), else default. With ``settings``, the path is checked against
+    safe mode here too (:func:`safe_screen` checks it for every directive anyway)."""
+    text, path = getattr(ns, "stdin", None), getattr(ns, "stdin_file", None)
+    if text is not None and path is not None:
+        raise DirectiveError("give --stdin or --stdin-file, not both")
+    if path is not None:
+        where = checked_path(path, settings, "--stdin-file") if settings is not None else \
+            Path(os.path.expanduser(path))
+        return read_capped(where, STDIN_FILE_CAP, "--stdin-file", path)
+    return unescape(text) if text is not None else default
+
+
+def unescape(text: str) -> bytes:
+    """``--stdin`` text: the escapes \\n \\t \\r \\0 \\\\ are understood; the rest is UTF-8."""
+    out, i = [], 0
+    while i < len(text):
+        c = text[i]
+        if c == "\\" and i + 1 < len(text) and text[i + 1] in _ESCAPES:
+            out.append(_ESCAPES[text[i + 1]])
+            i += 2
+            continue
+        out.append(c)
+        i += 1
+    return "".join(out).encode("utf-8")
+
+
+def split_args(args: str) -> list[str]:
+    try:
+        return shlex.split(args)
+    except ValueError as e:
+        raise DirectiveError(f"cannot split the options: {e}") from None
+
+
+@dataclass
+class RunOptions:
+    backend: str
+    target: StdoutTarget
+    stdin: bytes
+    args: list[str]
+    limits: RunLimits
+    expect_status: int | None = None
+    expect_signal: int | None = None
+    name: str | None = None   # `--name NAME`: keep the compiled program for %bench
+
+
+def _run_parser() -> _Parser:
+    p = _Parser(prog="%%run", add_help=False)
+    p.add_argument("--backend", choices=BACKENDS)
+    p.add_argument("--stdout", default="pipe")
+    p.add_argument("--stdin", default=None)
+    p.add_argument("--stdin-file", default=None)
+    p.add_argument("--args", nargs="*", default=[])
+    p.add_argument("--timeout", default=None)
+    p.add_argument("--max-output", default=None)
+    p.add_argument("--memory", default=None)
+    p.add_argument("--cpu", default=None)
+    p.add_argument("--processes", default=None)
+    p.add_argument("--expect-status", default=None)
+    p.add_argument("--expect-signal", default=None)
+    p.add_argument("--expect-trap", action="store_true")
+    p.add_argument("--name", default=None)
+    return p
+
+
+def parse_stdout_target(text: str, settings: Settings) -> StdoutTarget:
+    """A cell's ``--stdout``: a known target, a checked ``file:PATH``, never ``inherit``."""
+    try:
+        target = StdoutTarget.parse(text)
+    except ValueError as e:
+        detail = str(e) if "broken-pipe:" in str(e) else f"unknown stdout target `{text}`"
+        raise DirectiveError(f"{detail}: use pipe, /dev/full, /dev/null, file:PATH, closed or "
+                             f"broken-pipe[:N]") from None
+    if target.kind is StdoutKind.INHERIT:
+        raise DirectiveError("a notebook cell cannot inherit the kernel's stdout")
+    if target.kind is StdoutKind.FILE:
+        assert target.path is not None
+        target = StdoutTarget.file(str(checked_path(target.path, settings, "--stdout file:")))
+    return target
+
+
+def limits_of(ns, settings: Settings) -> RunLimits:
+    """The run limits a directive's options give (``ns.timeout`` ...), the session's otherwise."""
+    def opt(name: str, parse, default):
+        value = getattr(ns, name, None)
+        return parse(value) if value is not None else default
+
+    return RunLimits(
+        timeout=opt("timeout", parse_seconds, settings.timeout),
+        max_output=opt("max_output", lambda t: parse_size(t, MAX_OUTPUT), settings.max_output),
+        memory=opt("memory", lambda t: parse_size(t, MEMORY), settings.memory),
+        cpu_seconds=opt("cpu", lambda t: parse_count(t, CPU), settings.cpu_seconds),
+        processes=opt("processes", lambda t: parse_count(t, PROCESSES), settings.processes))
+
+
+def _check_caps(limits: RunLimits, settings: Settings) -> None:
+    if settings.safe:
+        over = SAFE_CAPS.violations(limits)
+        if over:
+            raise DirectiveError("refused in safe mode: " + "; ".join(over))
+
+
+def parse_run_options(args: str, settings: Settings) -> RunOptions:
+    ns = _run_parser().parse_args(split_args(args))
+    target = parse_stdout_target(ns.stdout, settings)
+    limits = limits_of(ns, settings)
+    _check_caps(limits, settings)
+    expect_status = None
+    if ns.expect_status is not None:
+        t = ns.expect_status.strip()
+        if not (t.isascii() and t.isdigit()) or int(t) > 255:
+            raise DirectiveError(f"--expect-status: `{ns.expect_status}` is not an exit status (0 to 255)")
+        expect_status = int(t)
+    expect_signal = parse_signal(ns.expect_signal) if ns.expect_signal else None
+    if ns.expect_trap:
+        expect_signal = int(_signal.SIGILL)
+    if expect_signal is not None and expect_status is not None:
+        raise DirectiveError("give --expect-status or --expect-signal, not both")
+    return RunOptions(ns.backend or settings.backend, target,
+                      stdin_of(ns, settings=settings), list(ns.args), limits,
+                      expect_status, expect_signal, ns.name)
