@@ -2,7 +2,8 @@
 
 Pipeline: parse every file -> resolve modules and names -> check (types, linearity, regions,
 effects, constant folding) -> lower to LLVM IR text. Backends (``backends/``) turn that IR into
-an executable or run it through MCJIT.
+an executable or run it through MCJIT; :func:`run` (``run.py``) is the one way to build and run
+it, with typed failures.
 """
 
 from __future__ import annotations
@@ -11,10 +12,18 @@ import sys
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
 
 from .diagnostics import Diagnostic, Rule, sort_diagnostics
 from .source import SourceFile
+
+if TYPE_CHECKING:
+    import threading
+
+    from .backends.jit import JitWorker
+    from .backends.process import RunResult
+    from .cache import BuildCache
+    from .run import RunRequest
 
 
 @dataclass
@@ -122,9 +131,8 @@ def run_deep(work: Callable[[], R]) -> R:
     return outcome["value"]  # type: ignore[return-value]
 
 
-def load_sources(paths: list[str | Path], std: bool = False) -> list[SourceFile]:
-    """Read the named files (UTF-8). `std` is accepted for CLI compatibility: std modules are
-    added on `import` whether or not it is given."""
+def load_sources(paths: list[str | Path]) -> list[SourceFile]:
+    """Read the named files (UTF-8). std modules are added on `import`, never named here."""
     return [SourceFile.from_path(p) for p in paths]
 
 
@@ -199,3 +207,12 @@ def _compile(check, sources: list[SourceFile]) -> CompileResult:
     t2 = time.perf_counter()
     return CompileResult(sort_diagnostics(diags), ir if not diags else None, checked.program,
                          {"check": t1 - t0, "lower": t2 - t1})
+
+
+def run(request: RunRequest, worker: JitWorker | None = None,
+        cancel: threading.Event | None = None, cache: BuildCache | None = None) -> RunResult:
+    """Build and run one program (``run.RunRequest``) on its backend: ``run.run_program``.
+    Raises ``run.RunFailed`` (``internal`` or ``environment``)."""
+    from .run import run_program
+
+    return run_program(request, worker, cancel, cache)

@@ -201,14 +201,6 @@ class Diagnostic:
         )
 
 
-class CompileError(Exception):
-    """Raised by a pass that cannot go on; carries the diagnostics gathered so far."""
-
-    def __init__(self, diagnostics: list[Diagnostic]):
-        super().__init__("; ".join(d.message for d in diagnostics))
-        self.diagnostics = diagnostics
-
-
 def sort_diagnostics(diags: list[Diagnostic]) -> list[Diagnostic]:
     """Source order, program-level refusals first; stable for equal positions."""
     return sorted(diags, key=lambda d: d.sort_key)
