@@ -436,24 +436,60 @@ def pump(stdio: ChildStdio, control: ProcessControl, limits: RunLimits,
     One thread, one selector: a 100 MB flood is read as fast as it comes and only ``max_output``
     bytes of it are kept, and a child that never reads its stdin never blocks us.
     """
-    target = stdio.target
-    out_sink = _Sink(limits.max_output,
-                     target.broken_after if target.kind is StdoutKind.BROKEN_PIPE else None)
-    err_sink = _Sink(limits.max_output)
-    sel = selectors.DefaultSelector()
-    outputs: set[int] = set()
-    stdin_pos = 0
+    return _Pump(stdio, control, limits, cancel).run()
 
-    def close_output(fd: int) -> None:
-        sel.unregister(fd)
-        outputs.discard(fd)
+
+class _Pump:
+    """The state of one :func:`pump`: the selector, the sinks, the stdin position, and what the
+    loop has done to the program (killed it for a deadline or a cancel, swept its leftovers)."""
+
+    def __init__(self, stdio: ChildStdio, control: ProcessControl, limits: RunLimits,
+                 cancel: threading.Event | None) -> None:
+        self.stdio, self.control, self.limits, self.cancel = stdio, control, limits, cancel
+        target = stdio.target
+        self.out_sink = _Sink(limits.max_output,
+                              target.broken_after if target.kind is StdoutKind.BROKEN_PIPE else None)
+        self.err_sink = _Sink(limits.max_output)
+        self.sel = selectors.DefaultSelector()
+        self.outputs: set[int] = set()
+        self.stdin_pos = 0
+        self.control_fd: int | None = None
+        self.timed_out = self.interrupted = self.killed = self.leftovers_killed = False
+        self.deadline: float | None = None
+        self.finished_at: float | None = None
+
+    def run(self) -> PumpOutcome:
+        self._register_streams()
+        try:
+            while not self._step():
+                pass
+        finally:
+            self.sel.close()
+        return PumpOutcome(self.out_sink, self.err_sink, self.timed_out, self.interrupted)
+
+    def _register_streams(self) -> None:
+        stdio = self.stdio
+        for fd, sink in ((stdio.stdout_r, self.out_sink), (stdio.stderr_r, self.err_sink)):
+            if fd is not None:
+                if sink.done:  # broken pipe after 0 bytes never gets here; kept for clarity
+                    continue
+                os.set_blocking(fd, False)
+                self.sel.register(fd, selectors.EVENT_READ, self._reader(fd, sink))
+                self.outputs.add(fd)
+        if stdio.stdin_w is not None:
+            os.set_blocking(stdio.stdin_w, False)
+            self.sel.register(stdio.stdin_w, selectors.EVENT_WRITE, self._write_stdin)
+
+    def _close_output(self, fd: int) -> None:
+        self.sel.unregister(fd)
+        self.outputs.discard(fd)
         os.close(fd)
-        if fd == stdio.stdout_r:
-            stdio.stdout_r = None
-        elif fd == stdio.stderr_r:
-            stdio.stderr_r = None
+        if fd == self.stdio.stdout_r:
+            self.stdio.stdout_r = None
+        elif fd == self.stdio.stderr_r:
+            self.stdio.stderr_r = None
 
-    def reader(fd: int, sink: _Sink) -> Callable[[], None]:
+    def _reader(self, fd: int, sink: _Sink) -> Callable[[], None]:
         def on_readable() -> None:
             try:
                 chunk = os.read(fd, sink.want())
@@ -464,78 +500,66 @@ def pump(stdio: ChildStdio, control: ProcessControl, limits: RunLimits,
             if chunk:
                 sink.add(chunk)
             if not chunk or sink.done:
-                close_output(fd)
+                self._close_output(fd)
         return on_readable
 
-    def write_stdin() -> None:
-        nonlocal stdin_pos
+    def _write_stdin(self) -> None:
+        stdio = self.stdio
         fd = stdio.stdin_w
         assert fd is not None
         try:
-            stdin_pos += os.write(fd, stdio.stdin_data[stdin_pos: stdin_pos + _WRITE_CHUNK])
+            self.stdin_pos += os.write(fd, stdio.stdin_data[self.stdin_pos: self.stdin_pos + _WRITE_CHUNK])
         except BlockingIOError:
             return
         except OSError:  # EPIPE: the program ended or closed its stdin; the rest is moot
-            stdin_pos = len(stdio.stdin_data)
-        if stdin_pos >= len(stdio.stdin_data):
-            sel.unregister(fd)
+            self.stdin_pos = len(stdio.stdin_data)
+        if self.stdin_pos >= len(stdio.stdin_data):
+            self.sel.unregister(fd)
             os.close(fd)
             stdio.stdin_w = None
 
-    for fd, sink in ((stdio.stdout_r, out_sink), (stdio.stderr_r, err_sink)):
-        if fd is not None:
-            if sink.done:  # broken pipe after 0 bytes never gets here; kept for clarity
-                continue
-            os.set_blocking(fd, False)
-            sel.register(fd, selectors.EVENT_READ, reader(fd, sink))
-            outputs.add(fd)
-    if stdio.stdin_w is not None:
-        os.set_blocking(stdio.stdin_w, False)
-        sel.register(stdio.stdin_w, selectors.EVENT_WRITE, write_stdin)
-    control_fd: int | None = None
+    def _watch_control(self) -> None:
+        """Select on the control's descriptor, which may appear, change or go."""
+        fd_now = None if self.control.finished else self.control.fileno()
+        if fd_now != self.control_fd:
+            if self.control_fd is not None:
+                self.sel.unregister(self.control_fd)
+            if fd_now is not None:
+                self.sel.register(fd_now, selectors.EVENT_READ, self.control.on_ready)
+            self.control_fd = fd_now
 
-    timed_out = interrupted = killed = leftovers_killed = False
-    deadline: float | None = None
-    finished_at: float | None = None
-    try:
-        while True:
-            fd_now = None if control.finished else control.fileno()
-            if fd_now != control_fd:
-                if control_fd is not None:
-                    sel.unregister(control_fd)
-                if fd_now is not None:
-                    sel.register(fd_now, selectors.EVENT_READ, control.on_ready)
-                control_fd = fd_now
-            now = time.monotonic()
-            if control.started and deadline is None and limits.timeout is not None:
-                deadline = now + limits.timeout
-            if control.finished:
-                if not outputs:
-                    break
-                # The program ended but something it started still holds the pipes.
-                finished_at = finished_at or now
-                if not leftovers_killed and now - finished_at > _LEFTOVER_GRACE:
-                    control.kill()
-                    leftovers_killed = True
-                elif now - finished_at > _LEFTOVER_GRACE + _DRAIN_GRACE:
-                    break
-            elif not killed:
-                if cancel is not None and cancel.is_set():
-                    interrupted = killed = True
-                    control.kill()
-                elif deadline is not None and now >= deadline:
-                    timed_out = killed = True
-                    control.kill()
-            wait = _TICK
-            if deadline is not None and not killed:
-                wait = max(0.0, min(wait, deadline - now))
-            for key, _ in sel.select(wait):
-                key.data()
-            if control_fd is None and not control.finished:
-                control.on_ready()
-    finally:
-        sel.close()
-    return PumpOutcome(out_sink, err_sink, timed_out, interrupted)
+    def _step(self) -> bool:
+        """One tick of the loop; True when the run is over."""
+        control = self.control
+        self._watch_control()
+        now = time.monotonic()
+        if control.started and self.deadline is None and self.limits.timeout is not None:
+            self.deadline = now + self.limits.timeout
+        if control.finished:
+            if not self.outputs:
+                return True
+            # The program ended but something it started still holds the pipes.
+            self.finished_at = self.finished_at or now
+            if not self.leftovers_killed and now - self.finished_at > _LEFTOVER_GRACE:
+                control.kill()
+                self.leftovers_killed = True
+            elif now - self.finished_at > _LEFTOVER_GRACE + _DRAIN_GRACE:
+                return True
+        elif not self.killed:
+            if self.cancel is not None and self.cancel.is_set():
+                self.interrupted = self.killed = True
+                control.kill()
+            elif self.deadline is not None and now >= self.deadline:
+                self.timed_out = self.killed = True
+                control.kill()
+        wait = _TICK
+        if self.deadline is not None and not self.killed:
+            wait = max(0.0, min(wait, self.deadline - now))
+        for key, _ in self.sel.select(wait):
+            key.data()
+        if self.control_fd is None and not control.finished:
+            control.on_ready()
+        return False
 
 
 def result_from(outcome: PumpOutcome, wait_status: int | None, *, wall: float,
