@@ -409,6 +409,46 @@ def render_failures(outcomes: Sequence[Outcome], backends: Sequence[str]) -> str
     return "\n".join(lines) + ("\n" if lines else "")
 
 
+BLOCKER_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(r"the builtin `([^`]+)` is not supported"), "builtin `{}` (unsupported here)"),
+    (re.compile(r"the prelude type `([^`]+)` is not supported"), "type `{}` (unsupported here)"),
+    (re.compile(r"`([^`]+)` is not a function in this program"), "builtin `{}` (unknown)"),
+    (re.compile(r"unknown (?:capability )?type `([^`]+)`"), "type `{}` (unknown)"),
+    (re.compile(r"no module `([^`]+)`"), "module `{}`"),
+    (re.compile(r"unknown option `([^`]+)`"), "option `{}`"),
+)
+
+
+def blocker(outcome: Outcome) -> str:
+    """What stops a failing fixture, coarsely: the missing name our refusal cites, else the
+    kind of disagreement (an ERROR fragment, the first rule, the output, the status)."""
+    for pattern, label in BLOCKER_PATTERNS:
+        m = pattern.search(outcome.reason)
+        if m:
+            return label.format(m.group(1))
+    for prefix, label in (("no ERROR", "message wording (an ERROR fragment)"),
+                          ("first rule", "first rule"), ("timed out", "timeout"),
+                          ("stdout", "output"), ("stderr", "output"),
+                          ("accepted", "accepted, should be refused"),
+                          ("refused", "refused, should run")):
+        if outcome.reason.startswith(prefix):
+            return label
+    return "other"
+
+
+def render_blockers(outcomes: Sequence[Outcome]) -> str:
+    """Failing fixtures counted by blocker (one count per fixture, whatever the backends)."""
+    first: dict[tuple[Suite, str], str] = {}
+    for outcome in outcomes:
+        if not outcome.passed:
+            first.setdefault((outcome.suite, outcome.name), blocker(outcome))
+    counts: dict[tuple[Suite, str], int] = {}
+    for (suite, _), label in first.items():
+        counts[(suite, label)] = counts.get((suite, label), 0) + 1
+    ordered = sorted(counts.items(), key=lambda kv: (kv[0][0].value, -kv[1], kv[0][1]))
+    return "".join(f"{n:5}  {suite.value}  {label}\n" for (suite, label), n in ordered)
+
+
 def fixtures_root(given: str | None) -> Path:
     """The command line's folder, else the environment's, else the shared folder."""
     return Path(given or os.environ.get(ENV_FIXTURES) or DEFAULT_FIXTURES).resolve()
@@ -438,6 +478,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="seconds per command before it is killed (default 60)")
     parser.add_argument("--list-failures", action="store_true",
                         help="print every failing fixture with its first blocking reason")
+    parser.add_argument("--blockers", action="store_true",
+                        help="count the failing fixtures by what blocks them")
     parser.add_argument("--json", action="store_true", help="print the whole run as JSON")
     parser.add_argument("--json-file", default="",
                         help="also write the whole run as JSON to this file")
@@ -472,6 +514,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stdout.write(render_table(tables, backends))
         if args.list_failures:
             sys.stdout.write(render_failures(outcomes, backends))
+        if args.blockers:
+            sys.stdout.write(render_blockers(outcomes))
     failed = any(not o.passed for o in outcomes)
     return 1 if failed else 0
 

@@ -8,6 +8,7 @@ first rule is its RULE, and one whose RULE is not ours. The script's JSON table 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
@@ -179,3 +180,31 @@ fn main(world: World) -> [] int {
     assert done.returncode == 1, done.stderr
     assert done.stdout.splitlines()[-1] == (
         "FAIL current cancho/tests/accept/forever.cho: timed out after 3 s")
+
+
+def test_blockers_count_each_failing_fixture_once(tree: Path) -> None:
+    done = run_script(str(tree), "--backend", "both", "--blockers")
+    tail = done.stdout.splitlines()[-2:]
+    assert [line.split(None, 2) for line in tail] == [
+        ["1", "current", "first rule"], ["1", "current", "output"]]
+
+
+def test_blocker_names_what_our_refusal_cites() -> None:
+    spec = importlib.util.spec_from_file_location("run_fixtures", SCRIPT)
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["run_fixtures"] = module
+    spec.loader.exec_module(module)
+
+    def label(reason: str) -> str:
+        return module.blocker(module.Outcome("x.cho", module.Suite.CURRENT, module.Kind.ACCEPT,
+                                             None, "jit", False, reason))
+
+    assert label("refused: x.cho:1:2: error: the builtin `spawn` is not supported by "
+                 "cancho-kernel [unsupported-on-target]") == "builtin `spawn` (unsupported here)"
+    assert label("refused: x.cho:1:1: error: no module `std.dirs` in this program "
+                 "[module-not-imported]") == "module `std.dirs`"
+    assert label("check exits 2: unknown option `--target`") == "option `--target`"
+    assert label("no ERROR 'x' in: x.cho:3:4: error: y [type-mismatch]") == (
+        "message wording (an ERROR fragment)")
+    assert label("exit 3, expected 0: cancho: killed") == "other"
