@@ -422,6 +422,9 @@ BLOCKER_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
 def blocker(outcome: Outcome) -> str:
     """What stops a failing fixture, coarsely: the missing name our refusal cites, else the
     kind of disagreement (an ERROR fragment, the first rule, the output, the status)."""
+    if outcome.reason.startswith("first rule") and \
+            not outcome.reason.startswith("first rule unsupported-on-target"):
+        return "first rule"
     for pattern, label in BLOCKER_PATTERNS:
         m = pattern.search(outcome.reason)
         if m:

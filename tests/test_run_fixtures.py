@@ -208,3 +208,9 @@ def test_blocker_names_what_our_refusal_cites() -> None:
     assert label("no ERROR 'x' in: x.cho:3:4: error: y [type-mismatch]") == (
         "message wording (an ERROR fragment)")
     assert label("exit 3, expected 0: cancho: killed") == "other"
+    # A wrong first rule is the blocker, unless that rule says the builtin is missing here.
+    assert label("first rule module-not-imported, expected unknown-name: x.cho:1:1: error: "
+                 "no module `a` in this program [module-not-imported]") == "first rule"
+    assert label("first rule unsupported-on-target, expected effect-not-declared: x.cho:1:1: "
+                 "error: the builtin `exec_spawn` is not supported by cancho-kernel "
+                 "[unsupported-on-target]") == "builtin `exec_spawn` (unsupported here)"
