@@ -79,23 +79,31 @@ def os_error_text(exc: OSError) -> str:
 @contextmanager
 def failures_mapped(os_error: Callable[[OSError], str] | None = None) -> Iterator[None]:
     """Turn the backends' exceptions into :class:`RunFailed`; an ``OSError`` too when
-    ``os_error`` says how to word it (else it propagates)."""
+    ``os_error`` says how to word it (else it propagates). The backends are looked at only when
+    something was raised, so a build the cache answers never loads LLVM."""
+    try:
+        yield
+    except Exception as e:
+        failure = _failure_of(e, os_error)
+        if failure is None:
+            raise
+        raise failure from None
+
+
+def _failure_of(e: Exception, os_error: Callable[[OSError], str] | None) -> RunFailed | None:
     from .backends import native
     from .backends.exe import LinkError
     from .backends.jit import JitWorkerDied
 
-    try:
-        yield
-    except native.InvalidIR as e:
-        raise RunFailed(FailureKind.INTERNAL, f"LLVM refused the generated IR: {e}", str(e)) from None
-    except LinkError as e:
-        raise RunFailed(FailureKind.ENVIRONMENT, str(e)) from None
-    except JitWorkerDied as e:
-        raise RunFailed(FailureKind.INTERNAL, f"the JIT worker died: {e}", str(e)) from None
-    except OSError as e:
-        if os_error is None:
-            raise
-        raise RunFailed(FailureKind.ENVIRONMENT, os_error(e), str(e)) from None
+    if isinstance(e, native.InvalidIR):
+        return RunFailed(FailureKind.INTERNAL, f"LLVM refused the generated IR: {e}", str(e))
+    if isinstance(e, LinkError):
+        return RunFailed(FailureKind.ENVIRONMENT, str(e))
+    if isinstance(e, JitWorkerDied):
+        return RunFailed(FailureKind.INTERNAL, f"the JIT worker died: {e}", str(e))
+    if isinstance(e, OSError) and os_error is not None:
+        return RunFailed(FailureKind.ENVIRONMENT, os_error(e), str(e))
+    return None
 
 
 # -- waiting interruptibly -------------------------------------------------------------------------

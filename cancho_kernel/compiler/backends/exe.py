@@ -17,8 +17,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import native
-
 
 class LinkError(Exception):
     """The C toolchain is missing or refused to link: an environment failure (CLI exit 3)."""
@@ -63,6 +61,8 @@ def build_executable(ir_text: str, out_path: str | Path,
     Raises :class:`native.InvalidIR` (our bug) or :class:`LinkError` (the environment), and
     ``OSError`` when the output directory is not writable.
     """
+    from . import native  # loads LLVM: only when there is something to compile
+
     t0 = time.perf_counter()
     obj = native.emit_object(ir_text)
     t1 = time.perf_counter()
@@ -83,4 +83,6 @@ def build_executable(ir_text: str, out_path: str | Path,
 
 def write_object(ir_text: str, out_path: str | Path) -> None:
     """`build --emit obj`: just the object file."""
+    from . import native
+
     Path(out_path).write_bytes(native.emit_object(ir_text))
