@@ -17,7 +17,8 @@ from __future__ import annotations
 import html
 
 from . import presentation as P
-from .directives import Body, Context, DirectiveError, directive, split_args
+from .directives import Body, Context, directive
+from .options import DirectiveError, split_args
 
 
 def _report(program):
