@@ -169,6 +169,27 @@ def test_python_in_the_students_directory_does_not_run_at_kernel_start(hub, kern
         marker.unlink(missing_ok=True)
 
 
+def test_a_students_processes_are_in_their_own_limited_group(hub):
+    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy" / "jupyterhub"))
+    from cgroup_limits import find_controllers
+
+    if not find_controllers("probe"):
+        pytest.skip("no writable cgroup hierarchy here: the hub logs that limits are not enforced")
+    groups = [p for p in Path("/sys/fs/cgroup").rglob("cancho-hub-*/alice") if p.is_dir()]
+    mine = [g for g in groups if any(str(pid) in (g / "cgroup.procs").read_text().split()
+                                     for pid in (p.pid for p in hub.leftovers()))]
+    assert mine, groups
+    limits = {f.name: f.read_text().strip() for g in mine for f in g.iterdir()
+              if f.name in ("memory.limit_in_bytes", "memory.max", "cpu.cfs_quota_us", "cpu.max")}
+    assert limits.get("memory.limit_in_bytes", limits.get("memory.max")) == str(2 << 30), limits
+    server = next(p for p in hub.leftovers() if p.environ().get("JUPYTERHUB_USER") == "alice"
+                  and "jupyterhub.singleuser" in " ".join(p.cmdline()))
+    kernel = next(p for p in server.children(recursive=True) if "cancho_kernel" in " ".join(p.cmdline()))
+    for g in mine:
+        procs = (g / "cgroup.procs").read_text().split()
+        assert str(server.pid) in procs and str(kernel.pid) in procs
+
+
 def test_stopping_the_hub_leaves_no_process(hub: Hub, kernels):
     """Last in the module: it stops the hub the other tests share."""
     ours = hub.leftovers()

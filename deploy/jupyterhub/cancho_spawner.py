@@ -16,11 +16,10 @@ program computes at run time). docs/teaching.md says what that means for a cours
 
 from __future__ import annotations
 
+import hashlib
 import json
-import os
 import re
 import shutil
-import sys
 from pathlib import Path
 
 import psutil
@@ -28,47 +27,14 @@ from jupyterhub.spawner import SimpleLocalProcessSpawner
 from traitlets import Bool, Integer, Unicode, default
 
 from cgroup_limits import UserGroups, find_controllers
+from safe_kernelspec import SAFE_KERNEL, hub_kernelspec
 
 HERE = Path(__file__).resolve().parent
-SAFE_KERNEL = "cancho"
 # The server's own configuration (JUPYTER_CONFIG_DIR is hub-owned): no language servers (none
 # speaks cancho; jupyter-lsp costs start time and memory), no terminals.
 SERVER_CONFIG = {"ServerApp": {"jpserver_extensions": {"jupyter_lsp": False, "jupyter_server_terminals": False}}}
 # Files of the course directory that are not copied to students (hidden ones: caches, checkpoints).
 NOT_COPIED = shutil.ignore_patterns(".*", "__pycache__", "*.pyc")
-
-
-def hub_kernelspec(into: Path) -> Path:
-    """Write the hub's cancho kernelspec under ``into/kernels/cancho`` and answer its directory.
-
-    ``-I`` keeps the kernel's working directory (the student's) off ``sys.path``: with plain
-    ``python -m cancho_kernel`` a ``%%file cancho_kernel.py`` would run as Python at the next
-    kernel start. ``PYTHONSAFEPATH=1`` does the same for the Python processes the kernel starts
-    (its JIT worker runs ``python -m ...`` in that directory too). ``CANCHO_SAFE=1`` and
-    ``--CanchoKernel.safe_mode=True`` both turn safe mode on.
-    """
-    from jupyter_client.kernelspec import KernelSpecManager
-
-    d = into / "kernels" / SAFE_KERNEL
-    d.mkdir(parents=True, exist_ok=True)
-    try:
-        installed = Path(KernelSpecManager().get_kernel_spec(SAFE_KERNEL).resource_dir)
-        for f in installed.iterdir():
-            if f.is_file() and f.name != "kernel.json":
-                shutil.copy2(f, d / f.name)
-    except Exception:  # no installed spec: logos are optional
-        pass
-    spec = {
-        "argv": [sys.executable, "-I", "-m", "cancho_kernel", "-f", "{connection_file}",
-                 "--CanchoKernel.safe_mode=True"],
-        "display_name": "cancho",
-        "language": "cancho",
-        "interrupt_mode": "signal",
-        "env": {"CANCHO_SAFE": "1", "PYTHONSAFEPATH": "1"},
-        "metadata": {"debugger": False},
-    }
-    (d / "kernel.json").write_text(json.dumps(spec, indent=1) + "\n")
-    return d
 
 
 class CanchoSpawner(SimpleLocalProcessSpawner):
@@ -122,6 +88,11 @@ class CanchoSpawner(SimpleLocalProcessSpawner):
                      f"--ServerApp.shutdown_no_activity_timeout={self.idle_timeout}"]
         return args
 
+    @property
+    def cgroup_name(self) -> str:
+        """The hub's control group: one per state directory, so two hubs never share a user's group."""
+        return "cancho-hub-" + hashlib.sha256(str(Path(self.state_root).resolve()).encode()).hexdigest()[:12]
+
     # -- paths ------------------------------------------------------------------------------------
 
     @property
@@ -162,7 +133,7 @@ class CanchoSpawner(SimpleLocalProcessSpawner):
         (self.user_state / "config" / "jupyter_server_config.json").write_text(json.dumps(SERVER_CONFIG, indent=1))
         if self.safe_mode:
             hub_kernelspec(Path(self.state_root) / "jupyter-data")
-        self._groups = UserGroups.create(find_controllers("cancho-hub"), _safe_name(self.user.name),
+        self._groups = UserGroups.create(find_controllers(self.cgroup_name), _safe_name(self.user.name),
                                          self.mem_limit, self.cpu_limit)
         if (self.mem_limit or self.cpu_limit) and not self._groups.enforced:
             self.log.warning("mem_limit/cpu_limit for %s are not enforced: no writable cgroup "

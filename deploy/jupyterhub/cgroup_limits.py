@@ -136,3 +136,29 @@ class UserGroups:
                     break
                 except OSError:  # still has members that are dying
                     time.sleep(0.05)
+            try:
+                d.parent.rmdir()  # the hub's group, once its last user's group is gone
+            except OSError:
+                pass
+
+
+def sweep_stale(prefix: str = "cancho-hub-", older_than: float = 600.0) -> int:
+    """Remove empty groups a hub left (killed, or stopped while a server was still starting):
+    a user's group with no process that has not changed for ``older_than`` seconds, then its
+    hub's group once empty. Answers how many were removed."""
+    removed = 0
+    now = time.time()
+    for c in find_controllers(prefix + "probe"):
+        parent = c.base.parent
+        for hub in parent.glob(prefix + "*"):
+            for d in [*hub.iterdir(), hub]:
+                try:
+                    if not d.is_dir() or (d / "cgroup.procs").read_text().strip():
+                        continue
+                    if now - d.stat().st_mtime < older_than:
+                        continue
+                    d.rmdir()
+                    removed += 1
+                except OSError:
+                    continue
+    return removed

@@ -81,6 +81,9 @@ if token:  # the benchmark's and the tests' way in: create users and start serve
     c.JupyterHub.load_roles = [{"name": "admin", "services": ["cancho-admin"]}]
 
 # -- each user's server ---------------------------------------------------------------------------
+from cgroup_limits import sweep_stale  # noqa: E402
+
+sweep_stale()  # empty per-user control groups an earlier hub left behind
 c.JupyterHub.spawner_class = "cancho_spawner.CanchoSpawner"
 c.CanchoSpawner.users_root = str(root / "users")
 c.CanchoSpawner.state_root = str(state)
