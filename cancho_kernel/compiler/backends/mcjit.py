@@ -1,8 +1,8 @@
 """MCJIT compilation, and the child side of a JIT run: turning a freshly forked Python process
 into something indistinguishable from a native executable's ``main``.
 
-Used by the JIT worker (one fork per run) and by ``run_jit_inherit`` (the CLI). Only ever call
-:func:`become_program` in a child forked from a *single-threaded* process (runtime.md §13.6).
+Used by the JIT worker (one fork per run) and by ``run_jit_inherit`` (the CLI), both through
+:func:`spawn_program`. Only ever fork from a *single-threaded* process (runtime.md §13.6).
 
 What a native executable has that a forked Python process does not, and what is restored here:
 
