@@ -373,7 +373,9 @@ def measure_empty_main(runs: int, cc: str = "cc") -> dict[str, Any]:
                         wall[name].append(result.wall_seconds * 1e3)
                         trip[name].append(elapsed)
                         rss[name].append(result.peak_rss_bytes / 1024)
-            worker_memory = {"jit worker": memory_of(fast.pid).to_json() if fast.pid and memory_of(fast.pid) else None}
+            mem = memory_of(fast.pid) if fast.pid else None
+            worker_memory = {"jit worker": mem.to_json() if mem else None}
+            children = {"jit": fast.child, "jit (Python child)": slow.child}
     c_med = statistics.median(wall["C (cc -O2)"])
     return {
         "status": "ok", "runs": runs,
@@ -381,7 +383,7 @@ def measure_empty_main(runs: int, cc: str = "cc") -> dict[str, Any]:
         "round_trip_ms": {v: summary_ms(xs) for v, xs in trip.items()},
         "peak_rss_kib": {v: statistics.median(xs) for v, xs in rss.items()},
         "minus_c_ms": {v: statistics.median(xs) - c_med for v, xs in wall.items()},
-        "worker_memory": worker_memory,
+        "worker_memory": worker_memory, "child": children,
     }
 
 

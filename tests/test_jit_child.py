@@ -93,6 +93,8 @@ def worker(request):
         pytest.skip("no C compiler: the C child cannot be built (the Python one is tested)")
     env = {PYTHON_CHILD_ENV: "1"} if request.param == "python" else {PYTHON_CHILD_ENV: "0"}
     w = JitWorker(env=env)
+    w.start()
+    assert w.child == request.param  # a silent fallback to the slow child would be a regression
     yield w
     w.close()
 

@@ -113,6 +113,7 @@ class JitWorker:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
+        self._child: str | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -120,6 +121,12 @@ class JitWorker:
     def pid(self) -> int | None:
         """The worker's pid (None until started)."""
         return self._proc.pid if self._proc is not None else None
+
+    @property
+    def child(self) -> str | None:
+        """How the running worker starts programs: ``"c"`` (the fast C child, mcjit.py) or
+        ``"python"`` (the fallback without a C compiler); None until started."""
+        return self._child
 
     def start(self) -> float:
         """Start the worker if it is not running; returns the seconds it took (0 if running)."""
@@ -151,6 +158,7 @@ class JitWorker:
         if got is None or got[0].get("ev") != "pong":
             self._discard()
             raise JitWorkerDied("the JIT worker did not start")
+        self._child = str(got[0].get("child", "python"))
         return time.perf_counter() - t0
 
     def _kill_process(self) -> None:

@@ -18,7 +18,7 @@ length and a UTF-8 JSON object; descriptors travel with ``socket.send_fds`` on t
                        {"ev": "started", "pid"}                   then
                        {"ev": "exited", "status", "utime", "stime", "maxrss", "wall"}
                        or {"ev": "error", "kind": "invalid-ir"|"link"|"internal", "message"}
-                       {"ev": "pong", "pid"}
+                       {"ev": "pong", "pid", "child": "c"|"python"}  (how runs start)
 
 The client kills a running child itself (SIGKILL to its process group, whose id is the pid it
 was told), so the worker never needs to listen while it waits. If the client goes away (end of
@@ -124,7 +124,11 @@ class Worker:
                     if not self.run(msg, fds):
                         return
                 elif msg.get("op") == "ping":
-                    send_msg(self.sock, {"ev": "pong", "pid": os.getpid()})
+                    from . import mcjit
+
+                    child = ("python" if self.python_child or not mcjit.native_child_available()
+                             else "c")
+                    send_msg(self.sock, {"ev": "pong", "pid": os.getpid(), "child": child})
                 else:
                     send_msg(self.sock, {"ev": "error", "kind": "internal",
                                          "message": f"unknown request {msg.get('op')!r}"})
