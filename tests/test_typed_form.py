@@ -189,7 +189,7 @@ def test_a_lowering_that_fails_is_internal_at_the_construct(monkeypatch):
     def broken(self, e):
         raise RuntimeError("simulated bug")
 
-    monkeypatch.setattr(lower_mod.FnLowering, "binary", broken)
+    monkeypatch.setitem(lower_mod.EXPR_LOWERINGS, ast.Binary, broken)
     res = api.compile_sources([source])
     assert not res.ok
     (d,) = res.diagnostics

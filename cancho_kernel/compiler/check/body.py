@@ -7,7 +7,6 @@ replay sees exactly the evaluation order the code generator will emit.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from types import MappingProxyType
 from typing import Callable, Optional
 
@@ -28,7 +27,7 @@ from .builtin_calls import BuiltinCalls
 from .unify import TypeRelations
 from .typetable import TypeTable
 from .types import (substitute, BOOL, BYTE, CINT, F32, FLOAT, INT, STATIC, UNIT, BoxT, Cap, FnT, Handle, Param, Prim,
-                    Ref, Region, Slice, Type, regions_in)
+                    Ref, Region, Slice, Type, Var, children, regions_in)
 
 
 ARITH = {"+", "-", "*", "/"}
@@ -37,6 +36,17 @@ EQUALITY = {"==", "!="}
 BITS = {"|", "^", "&", "<<", ">>"}
 LOGIC = {"&&", "||"}
 EQ_SCALARS = {INT, BOOL, BYTE, FLOAT, F32, Prim("c_ptr")}
+
+
+def unsolved(t: Type) -> bool:
+    """Does this type hold an inference variable (solved or not)?"""
+    stack = [t]
+    while stack:
+        x = stack.pop()
+        if isinstance(x, Var):
+            return True
+        stack.extend(children(x))
+    return False
 
 
 def arity_message(name: str, want: int, got: int) -> str:
@@ -142,25 +152,27 @@ class BodyChecker:
     def settle(self, events: list) -> CheckedFn:
         """Inference is over: every type must be known (else `ambiguous-type`). The result is
         frozen: locals, call targets and types with every inference variable replaced."""
+        zonk = self.rel.zonk
         final: dict[int, Local] = {}
         for loc in self.all_locals:
-            t = self.rel.zonk(loc.ty)
-            if self.rel.has_var(t):
-                fail(Rule.AMBIGUOUS_TYPE,
-                          f"cannot tell the type of `{loc.name}`: write it, e.g. `let {loc.name}: T = ...`", loc.span)
-            final[loc.uid] = replace(loc, ty=t)
-        typed = TypedBody()
-        for e, t in self.expr_types.items():
-            t = self.rel.zonk(t)
-            if self.rel.has_var(t):
-                fail(Rule.AMBIGUOUS_TYPE, f"cannot tell the full type of this expression (`{t}`)", e.span)
-            typed.types[e] = t
-        for e, r in self.resolved.items():
-            typed.resolved[e] = self.settled(r, final)
-        for s, b in self.bindings.items():
-            typed.bindings[s] = self.settled(b, final)
-        for s, reg in self.regions.items():
-            typed.regions[s] = reg
+            if unsolved(loc.ty):  # most types were known when recorded: only these are rebuilt
+                t = zonk(loc.ty)
+                if unsolved(t):
+                    fail(Rule.AMBIGUOUS_TYPE,
+                         f"cannot tell the type of `{loc.name}`: write it, e.g. `let {loc.name}: T = ...`", loc.span)
+                loc = Local(loc.name, t, loc.mutable, loc.span, loc.kind, loc.open_regions, loc.uid)
+            final[loc.uid] = loc
+
+        def settled_type(e: ast.Expr, t: Type) -> Type:
+            if unsolved(t):
+                t = zonk(t)
+                if unsolved(t):
+                    fail(Rule.AMBIGUOUS_TYPE, f"cannot tell the full type of this expression (`{t}`)", e.span)
+            return t
+        typed = TypedBody(self.expr_types.mapped(settled_type),
+                          self.resolved.mapped(lambda _, r: self.settled(r, final)),
+                          self.bindings.mapped(lambda _, b: self.settled(b, final)),
+                          self.regions.mapped(lambda _, reg: reg))
         typed.freeze()
         return CheckedFn(self.item, self.sig, tuple(final[p.uid] for p in self.params), typed, tuple(events),
                          frozenset(self.performed), tuple(self.callees), tuple(self.generic_calls),
@@ -171,8 +183,11 @@ class BodyChecker:
         if isinstance(r, Local):
             return final.get(r.uid, r)
         if isinstance(r, CallTarget):
-            subst = {k: self.rel.zonk(v) if isinstance(v, Type) else v for k, v in r.subst.items()}
-            return replace(r, subst=MappingProxyType(subst))
+            if not r.subst:
+                return r
+            zonk = self.rel.zonk
+            subst = {k: zonk(v) if isinstance(v, Type) and unsolved(v) else v for k, v in r.subst.items()}
+            return CallTarget(r.kind, r.name, r.item, r.sig, MappingProxyType(subst), r.prefix)
         if isinstance(r, BorrowBinding):
             return BorrowBinding(final[r.target.uid], final[r.ref.uid])
         if isinstance(r, ArmBinding):
@@ -420,55 +435,34 @@ class BodyChecker:
     # ------------------------------------------------------------ expressions
 
     def expr(self, e: ast.Expr) -> Type:
-        t = self.rel.zonk(self._expr(e))
+        """Type an expression (through EXPR_RULES, one rule per node class) and record it."""
+        rule = EXPR_RULES.get(type(e))
+        if rule is None:
+            fail(Rule.INTERNAL, f"unexpected expression {type(e).__name__}", e.span)
+        t = self.rel.zonk(rule(self, e))
         self.expr_types[e] = t
         return t
 
-    def _expr(self, e: ast.Expr) -> Type:
-        match e:
-            case ast.Name():
-                return self.name(e)
-            case ast.IntLit() | ast.BoolLit():
-                self.consts[e] = e.value
-                return INT if isinstance(e, ast.IntLit) else BOOL
-            case ast.Call():
-                return self.call(e)
-            case ast.Binary():
-                return self.binary(e)
-            case ast.Index():
-                return self.sliced(e.base, [e.index], "indexed").target.elem
-            case ast.FieldAccess() | ast.TupleIndex():
-                return self.agg.member(e)
-            case ast.Unary():
-                return self.unary(e)
-            case ast.FloatLit():
-                if e.is_f32 and self.edition < 6:
-                    fail(Rule.TYPE_MISMATCH, "`f32` literals need `edition 6;` or later", e.span)
-                return F32 if e.is_f32 else FLOAT
-            case ast.StrLit():
-                return Ref(STATIC, False, Slice(BYTE))
-            case ast.SliceExpr():
-                return self.sliced(e.base, [e.lo, e.hi], "sliced")
-            case ast.AllocSlice():
-                return self.alloc_slice(e)
-            case ast.Alloc():
-                reg = self.arena(e.region)
-                vt = self.expr(e.value)
-                if self.is_res(vt):
-                    fail(Rule.MODE_BOUND_VIOLATED, f"an arena holds only val data; `{vt}` is res", e.value.span)
-                return Ref(reg, True, vt)
-            case ast.TupleExpr():
-                return self.agg.tuple_expr(e)
-            case ast.StructLit():
-                if e.qualifier is None and e.name.name in B.CAPABILITY_KINDS | B.HANDLE_TYPES | {"Split"}:
-                    fail(Rule.CAPABILITY_MISUSED, f"`{e.name.name}` has no literal: capabilities come only from `split`",
-                              e.span)
-                return self.agg.struct_lit(e)
-            case ast.VariantExpr():
-                return self.agg.variant_expr(e)
-            case ast.QualifiedName():
-                fail(Rule.NOT_A_FUNCTION, f"`{e.qualifier.name}.{e.name.name}` can only be called", e.span)
-        fail(Rule.INTERNAL, f"unexpected expression {type(e).__name__}", e.span)
+    def literal(self, e: ast.IntLit | ast.BoolLit) -> Type:
+        self.consts[e] = e.value
+        return INT if isinstance(e, ast.IntLit) else BOOL
+
+    def float_lit(self, e: ast.FloatLit) -> Type:
+        if e.is_f32 and self.edition < 6:
+            fail(Rule.TYPE_MISMATCH, "`f32` literals need `edition 6;` or later", e.span)
+        return F32 if e.is_f32 else FLOAT
+
+    def alloc(self, e: ast.Alloc) -> Type:
+        reg = self.arena(e.region)
+        vt = self.expr(e.value)
+        if self.is_res(vt):
+            fail(Rule.MODE_BOUND_VIOLATED, f"an arena holds only val data; `{vt}` is res", e.value.span)
+        return Ref(reg, True, vt)
+
+    def struct_lit(self, e: ast.StructLit) -> Type:
+        if e.qualifier is None and e.name.name in B.CAPABILITY_KINDS | B.HANDLE_TYPES | {"Split"}:
+            fail(Rule.CAPABILITY_MISUSED, f"`{e.name.name}` has no literal: capabilities come only from `split`", e.span)
+        return self.agg.struct_lit(e)
 
     def alloc_slice(self, e: ast.AllocSlice) -> Type:
         reg = self.arena(e.region)
@@ -744,3 +738,31 @@ class BodyChecker:
         subst = {("T", n): tsub[alias[n]] for n in sig.tparams}
         subst.update({("R", k): v for k, v in rsub.items()})
         return ret, subst
+
+
+def _qualified_name(c: BodyChecker, e: ast.QualifiedName) -> Type:
+    fail(Rule.NOT_A_FUNCTION, f"`{e.qualifier.name}.{e.name.name}` can only be called", e.span)
+
+
+# How each expression node class is typed: one rule per class, looked up by the node's own
+# class (the dispatch of `BodyChecker.expr`; codegen and the evaluator keep tables alike).
+EXPR_RULES: dict[type, Callable[[BodyChecker, ast.Expr], Type]] = {
+    ast.Name: BodyChecker.name,
+    ast.IntLit: BodyChecker.literal,
+    ast.BoolLit: BodyChecker.literal,
+    ast.Call: BodyChecker.call,
+    ast.Binary: BodyChecker.binary,
+    ast.Index: lambda c, e: c.sliced(e.base, [e.index], "indexed").target.elem,
+    ast.FieldAccess: lambda c, e: c.agg.member(e),
+    ast.TupleIndex: lambda c, e: c.agg.member(e),
+    ast.Unary: BodyChecker.unary,
+    ast.FloatLit: BodyChecker.float_lit,
+    ast.StrLit: lambda c, e: Ref(STATIC, False, Slice(BYTE)),
+    ast.SliceExpr: lambda c, e: c.sliced(e.base, [e.lo, e.hi], "sliced"),
+    ast.AllocSlice: BodyChecker.alloc_slice,
+    ast.Alloc: BodyChecker.alloc,
+    ast.TupleExpr: lambda c, e: c.agg.tuple_expr(e),
+    ast.StructLit: BodyChecker.struct_lit,
+    ast.VariantExpr: lambda c, e: c.agg.variant_expr(e),
+    ast.QualifiedName: _qualified_name,
+}

@@ -239,50 +239,37 @@ class Evaluator:
     # ------------------------------------------------------------ expressions
 
     def expr(self, e: ast.Expr, fn: CheckedFn):
+        """Evaluate one expression through EXPR_EVALUATIONS (one per node class)."""
         self.tick(e.span)
-        match e:
-            case ast.Name():
-                return self.name(e, fn)
-            case ast.IntLit() | ast.BoolLit():
-                return e.value
-            case ast.Call():
-                return self.call(e, fn)
-            case ast.Binary():
-                return self.binary(e, fn)
-            case ast.Index():
-                sl = self.expr(e.base, fn)
-                i = self.expr(e.index, fn)
-                if not 0 <= i < sl.length:
-                    raise Trap(f"index {i} is out of range for a slice of length {sl.length}")
-                return sl.store[sl.start + i]
-            case ast.FieldAccess() | ast.TupleIndex():
-                v = self.expr(e.base, fn)
-                if isinstance(v, Cell):
-                    v = v.frame[v.key]
-                idx = fn.typed.res(e).index
-                return v[idx] if isinstance(v, tuple) else v[0][idx]
-            case ast.Unary():
-                return self.unary(e, fn)
-            case ast.FloatLit():
-                return struct.unpack("<d", struct.pack("<Q", e.bits))[0]
-            case ast.StrLit():
-                self.charge(len(e.value), BYTE, e.span)
-                return SliceV(array("B", e.value), 0, len(e.value), BYTE)
-            case ast.SliceExpr():
-                sl = self.expr(e.base, fn)
-                lo, hi = self.expr(e.lo, fn), self.expr(e.hi, fn)
-                if not 0 <= lo <= hi <= sl.length:
-                    raise Trap(f"the range {lo}..{hi} does not fit a slice of length {sl.length}")
-                return SliceV(sl.store, sl.start + lo, hi - lo, sl.elem)
-            case ast.AllocSlice():
-                return self.alloc_slice(e, fn)
-            case ast.TupleExpr():
-                return tuple(self.expr(p, fn) for p in e.parts)
-            case ast.StructLit():
-                return ([self.expr(f.value, fn) for f in e.fields], [f.name.name for f in e.fields])
-            case ast.VariantExpr():
-                return (e.variant.name, tuple(self.expr(a, fn) for a in (e.args or [])))
-        raise Refusal(Rule.STATIC_ITEM, f"a static cannot evaluate `{type(e).__name__}`", e.span)
+        evaluation = EXPR_EVALUATIONS.get(type(e))
+        if evaluation is None:
+            raise Refusal(Rule.STATIC_ITEM, f"a static cannot evaluate `{type(e).__name__}`", e.span)
+        return evaluation(self, e, fn)
+
+    def index(self, e: ast.Index, fn: CheckedFn):
+        sl = self.expr(e.base, fn)
+        i = self.expr(e.index, fn)
+        if not 0 <= i < sl.length:
+            raise Trap(f"index {i} is out of range for a slice of length {sl.length}")
+        return sl.store[sl.start + i]
+
+    def member(self, e: ast.FieldAccess | ast.TupleIndex, fn: CheckedFn):
+        v = self.expr(e.base, fn)
+        if isinstance(v, Cell):
+            v = v.frame[v.key]
+        idx = fn.typed.res(e).index
+        return v[idx] if isinstance(v, tuple) else v[0][idx]
+
+    def str_lit(self, e: ast.StrLit, fn: CheckedFn) -> "SliceV":
+        self.charge(len(e.value), BYTE, e.span)
+        return SliceV(array("B", e.value), 0, len(e.value), BYTE)
+
+    def slice_expr(self, e: ast.SliceExpr, fn: CheckedFn) -> "SliceV":
+        sl = self.expr(e.base, fn)
+        lo, hi = self.expr(e.lo, fn), self.expr(e.hi, fn)
+        if not 0 <= lo <= hi <= sl.length:
+            raise Trap(f"the range {lo}..{hi} does not fit a slice of length {sl.length}")
+        return SliceV(sl.store, sl.start + lo, hi - lo, sl.elem)
 
     def name(self, e: ast.Name, fn: CheckedFn):
         r = fn.typed.res(e)
@@ -342,6 +329,29 @@ class Evaluator:
         if target.kind is CallKind.BUILTIN:
             return builtin(target.name, args, e)
         raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{target.name}`", e.span)
+
+
+# How each expression node class is evaluated, looked up by the node's own class (the
+# dispatch of `Evaluator.expr`; the checker and codegen keep tables alike). A class missing
+# here (`alloc`, an indirect call's callee) is refused as `static-item`.
+EXPR_EVALUATIONS = {
+    ast.Name: Evaluator.name,
+    ast.IntLit: lambda ev, e, fn: e.value,
+    ast.BoolLit: lambda ev, e, fn: e.value,
+    ast.Call: Evaluator.call,
+    ast.Binary: Evaluator.binary,
+    ast.Index: Evaluator.index,
+    ast.FieldAccess: Evaluator.member,
+    ast.TupleIndex: Evaluator.member,
+    ast.Unary: Evaluator.unary,
+    ast.FloatLit: lambda ev, e, fn: struct.unpack("<d", struct.pack("<Q", e.bits))[0],
+    ast.StrLit: Evaluator.str_lit,
+    ast.SliceExpr: Evaluator.slice_expr,
+    ast.AllocSlice: Evaluator.alloc_slice,
+    ast.TupleExpr: lambda ev, e, fn: tuple(ev.expr(p, fn) for p in e.parts),
+    ast.StructLit: lambda ev, e, fn: ([ev.expr(f.value, fn) for f in e.fields], [f.name.name for f in e.fields]),
+    ast.VariantExpr: lambda ev, e, fn: (e.variant.name, tuple(ev.expr(a, fn) for a in (e.args or []))),
+}
 
 
 def float_binary(op: str, a: float, b: float):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Generic, Iterator, Mapping, Optional, TypeVar, Union
+from typing import TYPE_CHECKING, Callable, Generic, Iterator, Mapping, Optional, TypeVar, Union
 
 from ..source import Span
 from .types import Region, Type, fresh_id
@@ -165,6 +165,12 @@ class NodeMap(Generic[N, V]):
     def items(self) -> Iterator[tuple[N, V]]:
         """(node, value) pairs in the order the nodes were first recorded."""
         return iter(list(self._entries.values()))
+
+    def mapped(self, f: "Callable[[N, V], object]") -> "NodeMap":
+        """A new table of the same nodes, in the same order, with values `f(node, value)`."""
+        out: NodeMap = NodeMap()
+        out._entries = {k: (n, f(n, v)) for k, (n, v) in self._entries.items()}
+        return out
 
     def freeze(self) -> None:
         self._frozen = True

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gc
 import struct
 from contextlib import contextmanager
-from typing import Iterator, Optional
+from typing import Callable, Iterator, Optional
 
 from llvmlite import ir
 
@@ -400,44 +400,11 @@ class FnLowering:
     # ------------------------------------------------------------ expressions
 
     def expr(self, e: ast.Expr) -> Optional[ir.Value]:
-        """Lower one expression to its value (None for a value with no run-time representation);
-        a failure of ours is reported at the innermost expression (`LoweringFailure`)."""
+        """Lower one expression (through EXPR_LOWERINGS, one per node class) to its value, None
+        for a value with no run-time representation; a failure of ours is reported at the
+        innermost expression (`LoweringFailure`)."""
         try:
-            match e:
-                case ast.Name():
-                    return self.name(e)
-                case ast.IntLit():
-                    return ir.Constant(I64, e.value)
-                case ast.Call():
-                    return self.call(e)
-                case ast.Binary():
-                    return self.binary(e)
-                case ast.Index():
-                    return self.load_elem(self.element_ptr(e), self.ty(e))
-                case ast.FieldAccess() | ast.TupleIndex():
-                    return self.agg.member(e)
-                case ast.Unary():
-                    return self.unary(e)
-                case ast.BoolLit():
-                    return ir.Constant(I1, int(e.value))
-                case ast.FloatLit():
-                    return float_constant(e)
-                case ast.StrLit():
-                    return self.ml.string(e.value)
-                case ast.SliceExpr():
-                    return self.slice_expr(e)
-                case ast.AllocSlice():
-                    return self.alloc_slice(e)
-                case ast.Alloc():
-                    return self.alloc_one(e)
-                case ast.TupleExpr():
-                    return self.agg.tuple_expr(e)
-                case ast.StructLit():
-                    return self.agg.struct_lit(e)
-                case ast.VariantExpr():
-                    return self.agg.variant_expr(e)
-                case _:
-                    raise TypeError(f"no lowering for the expression {type(e).__name__}")
+            return EXPR_LOWERINGS[type(e)](self, e)
         except (LoweringFailure, RecursionError):
             raise
         except Exception as x:
@@ -718,3 +685,26 @@ class FnLowering:
         if ret_t == BOOL:
             return self.b.icmp_unsigned("!=", r, ir.Constant(I8, 0))
         return r
+
+
+# How each expression node class is lowered, looked up by the node's own class (the dispatch
+# of `FnLowering.expr`; the checker and the static evaluator keep tables alike).
+EXPR_LOWERINGS: dict[type, Callable[[FnLowering, ast.Expr], Optional[ir.Value]]] = {
+    ast.Name: FnLowering.name,
+    ast.IntLit: lambda g, e: ir.Constant(I64, e.value),
+    ast.Call: FnLowering.call,
+    ast.Binary: FnLowering.binary,
+    ast.Index: lambda g, e: g.load_elem(g.element_ptr(e), g.ty(e)),
+    ast.FieldAccess: lambda g, e: g.agg.member(e),
+    ast.TupleIndex: lambda g, e: g.agg.member(e),
+    ast.Unary: FnLowering.unary,
+    ast.BoolLit: lambda g, e: ir.Constant(I1, int(e.value)),
+    ast.FloatLit: lambda g, e: float_constant(e),
+    ast.StrLit: lambda g, e: g.ml.string(e.value),
+    ast.SliceExpr: FnLowering.slice_expr,
+    ast.AllocSlice: FnLowering.alloc_slice,
+    ast.Alloc: FnLowering.alloc_one,
+    ast.TupleExpr: lambda g, e: g.agg.tuple_expr(e),
+    ast.StructLit: lambda g, e: g.agg.struct_lit(e),
+    ast.VariantExpr: lambda g, e: g.agg.variant_expr(e),
+}
