@@ -366,50 +366,51 @@ class BodyChecker:
         self.bindings[s] = tuple(self.declare(f.name, ftypes[f.name], False, f.span, LocalKind.FIELD) for f in s.fields)
 
     def assign(self, s: ast.Assign) -> None:
+        """`place = value`: the value first, then the place (a `var`, `s[i]`, `*r`, `r.f`)."""
         target = s.target
         vt = self.expr(s.value)
-        if isinstance(target, ast.Name):
-            loc = self.lookup_local(target.name)
-            if loc is None:
-                if target.name in self.module.items:
-                    fail(Rule.NOT_A_PLACE, f"`{target.name}` is not a variable; only `var` bindings can be assigned", target.span)
-                fail(Rule.UNKNOWN_NAME, f"`{target.name}` is not in scope", target.span)
-            if not loc.mutable:
-                fail(Rule.ASSIGN_TO_IMMUTABLE,
-                          f"`{target.name}` is not a `var`; declare it with `var {target.name} = ...` to assign to it",
-                          target.span)
-            for r in regions_in(vt):
-                if r.kind in ("borrow", "arena") and r not in loc.open_regions:
-                    fail(Rule.REFERENCE_ESCAPES_REGION,
-                              f"`{target.name}` outlives region `{r.name}`, so it cannot hold `{vt}`", s.value.span)
-            self.rel.coerce(vt, loc.ty, s.value.span)
-            self.record(target, loc.ty, loc)
-            self.emit(L.Assign(loc, target.span))
-            return
-        if isinstance(target, ast.Index):
-            bt = self.sliced(target.base, [target.index], "indexed")
-            if not bt.unique:
-                fail(Rule.SHARED_REFERENCE_WRITTEN,
-                          f"`{bt}` is a shared slice; writing needs a unique reference `&!`", target.span)
-            self.rel.coerce(vt, bt.target.elem, s.value.span)
-            self.record(target, bt.target.elem)
-            return
-        if isinstance(target, ast.Unary) and target.op == "*":
-            rt = self.expr(target.operand)
-            if not isinstance(rt, Ref):
-                fail(Rule.NOT_A_REFERENCE, f"only a reference can be dereferenced; this is `{rt}`", target.operand.span)
-            if not rt.unique:
-                fail(Rule.SHARED_REFERENCE_WRITTEN, f"`{rt}` is a shared reference; writing needs `&!`", target.span)
-            if self.is_res(rt.target):
-                fail(Rule.LINEAR_VALUE_UNCONSUMED, f"`*r = ..` would overwrite a res value of type `{rt.target}`", target.span)
-            self.rel.coerce(vt, rt.target, s.value.span)
-            self.record(target, rt.target)
-            return
-        if isinstance(target, (ast.FieldAccess, ast.TupleIndex)):
-            self.agg.assign_member(target, vt, s.value.span)
-            return
-        fail(Rule.NOT_A_PLACE, "only a `var`, `s[i]` through a unique slice, a field through a unique reference, or `*r` can be assigned",
-                  target.span)
+        match target:
+            case ast.Name():
+                self.assign_local(target, vt, s.value.span)
+            case ast.Index():
+                bt = self.sliced(target.base, [target.index], "indexed")
+                if not bt.unique:
+                    fail(Rule.SHARED_REFERENCE_WRITTEN,
+                         f"`{bt}` is a shared slice; writing needs a unique reference `&!`", target.span)
+                self.rel.coerce(vt, bt.target.elem, s.value.span)
+                self.record(target, bt.target.elem)
+            case ast.Unary(op="*"):
+                rt = self.expr(target.operand)
+                if not isinstance(rt, Ref):
+                    fail(Rule.NOT_A_REFERENCE, f"only a reference can be dereferenced; this is `{rt}`", target.operand.span)
+                if not rt.unique:
+                    fail(Rule.SHARED_REFERENCE_WRITTEN, f"`{rt}` is a shared reference; writing needs `&!`", target.span)
+                if self.is_res(rt.target):
+                    fail(Rule.LINEAR_VALUE_UNCONSUMED, f"`*r = ..` would overwrite a res value of type `{rt.target}`", target.span)
+                self.rel.coerce(vt, rt.target, s.value.span)
+                self.record(target, rt.target)
+            case ast.FieldAccess() | ast.TupleIndex():
+                self.agg.assign_member(target, vt, s.value.span)
+            case _:
+                fail(Rule.NOT_A_PLACE,
+                     "only a `var`, `s[i]` through a unique slice, a field through a unique reference, or `*r` can be assigned",
+                     target.span)
+
+    def assign_local(self, target: ast.Name, vt: Type, vspan: Span) -> None:
+        loc = self.lookup_local(target.name)
+        if loc is None:
+            if target.name in self.module.items:
+                fail(Rule.NOT_A_PLACE, f"`{target.name}` is not a variable; only `var` bindings can be assigned", target.span)
+            fail(Rule.UNKNOWN_NAME, f"`{target.name}` is not in scope", target.span)
+        if not loc.mutable:
+            fail(Rule.ASSIGN_TO_IMMUTABLE,
+                 f"`{target.name}` is not a `var`; declare it with `var {target.name} = ...` to assign to it", target.span)
+        for r in regions_in(vt):
+            if r.kind in ("borrow", "arena") and r not in loc.open_regions:
+                fail(Rule.REFERENCE_ESCAPES_REGION, f"`{target.name}` outlives region `{r.name}`, so it cannot hold `{vt}`", vspan)
+        self.rel.coerce(vt, loc.ty, vspan)
+        self.record(target, loc.ty, loc)
+        self.emit(L.Assign(loc, target.span))
 
     def borrow(self, s: ast.Borrow) -> None:
         loc = self.lookup_local(s.target.name)

@@ -208,19 +208,20 @@ class Evaluator:
     def assign(self, s: ast.Assign, fn: CheckedFn) -> None:
         v = self.expr(s.value, fn)
         t = s.target
-        if isinstance(t, ast.Name):
-            self.set_local(fn.typed.res(t), v)
-        elif isinstance(t, ast.Index):
-            sl = self.expr(t.base, fn)
-            i = self.expr(t.index, fn)
-            if not 0 <= i < sl.length:
-                raise Trap(f"index {i} is out of range for a slice of length {sl.length}")
-            sl.store[sl.start + i] = v
-        elif isinstance(t, ast.Unary) and t.op == "*":
-            c = self.expr(t.operand, fn)
-            c.frame[c.key] = v
-        else:
-            raise Refusal(Rule.STATIC_ITEM, "a static cannot evaluate this assignment", s.span)
+        match t:
+            case ast.Name():
+                self.set_local(fn.typed.res(t), v)
+            case ast.Index():
+                sl = self.expr(t.base, fn)
+                i = self.expr(t.index, fn)
+                if not 0 <= i < sl.length:
+                    raise Trap(f"index {i} is out of range for a slice of length {sl.length}")
+                sl.store[sl.start + i] = v
+            case ast.Unary(op="*"):
+                c = self.expr(t.operand, fn)
+                c.frame[c.key] = v
+            case _:
+                raise Refusal(Rule.STATIC_ITEM, "a static cannot evaluate this assignment", s.span)
 
     def match(self, s: ast.Match, fn: CheckedFn) -> None:
         v = self.expr(s.scrutinee, fn)

@@ -378,24 +378,21 @@ class FnLowering:
     def assign(self, s: ast.Assign) -> None:
         v = self.expr(s.value)
         t = s.target
-        if isinstance(t, ast.Name):
-            slot = self.slot(self.res(t))
-            if slot is not None:
-                self.b.store(v, slot)
-            return
-        if isinstance(t, ast.Index):
-            ptr = self.element_ptr(t)
-            self.store_elem(v, ptr, self.ty(t))
-            return
-        if isinstance(t, ast.Unary) and t.op == "*":
-            p = self.expr(t.operand)
-            if p is not None:
-                self.b.store(v, p)
-            return
-        if isinstance(t, (ast.FieldAccess, ast.TupleIndex)):
-            self.agg.assign_member(t, v)
-            return
-        raise NotImplementedError("this assignment is not supported yet by cancho-kernel's code generator")
+        match t:
+            case ast.Name():
+                slot = self.slot(self.res(t))
+                if slot is not None:
+                    self.b.store(v, slot)
+            case ast.Index():
+                self.store_elem(v, self.element_ptr(t), self.ty(t))
+            case ast.Unary(op="*"):
+                p = self.expr(t.operand)
+                if p is not None:
+                    self.b.store(v, p)
+            case ast.FieldAccess() | ast.TupleIndex():
+                self.agg.assign_member(t, v)
+            case _:
+                raise TypeError(f"no lowering for an assignment to {type(t).__name__}")
 
     # ------------------------------------------------------------ expressions
 
