@@ -27,7 +27,7 @@ from typing import NoReturn
 
 from . import native
 from .exe import LinkError
-from .jit_worker import recv_msg, send_msg
+from .jit_worker import CacheBounds, CacheStats, recv_msg, send_msg
 from .process import (
     ChildStdio,
     PumpOutcome,
@@ -104,12 +104,15 @@ class JitWorker:
     """A persistent JIT worker subprocess. Thread-safe: runs are serialised.
 
     ``env`` adds variables to the worker's environment (tests start one with
-    ``PYTHONUNBUFFERED=1``); ``python`` is the interpreter to start it with.
+    ``PYTHONUNBUFFERED=1``); ``python`` is the interpreter to start it with; ``cache`` bounds the
+    compiled programs the worker keeps (:class:`jit_worker.ProgramCache`).
     """
 
-    def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None) -> None:
+    def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None,
+                 cache: CacheBounds = CacheBounds()) -> None:
         self._python = python
         self._env = env or {}
+        self._cache = cache
         self._lock = threading.Lock()
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
@@ -147,7 +150,8 @@ class JitWorker:
         try:
             self._proc = subprocess.Popen(
                 [self._python, "-m", "cancho_kernel.compiler.backends.jit_worker",
-                 str(theirs.fileno())],
+                 str(theirs.fileno()), "--cache-programs", str(self._cache.programs),
+                 "--cache-bytes", str(self._cache.max_bytes)],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 env=env, start_new_session=True, close_fds=True)
         finally:
@@ -216,6 +220,18 @@ class JitWorker:
                 proc.wait(timeout=grace)
             except subprocess.TimeoutExpired:
                 proc.kill()
+
+    def cache_stats(self) -> CacheStats:
+        """What the worker's program cache holds and did (starts the worker if needed)."""
+        with self._lock:
+            self._ensure_started()
+            assert self._sock is not None
+            send_msg(self._sock, {"op": "ping"})
+            got = recv_msg(self._sock)
+            if got is None or got[0].get("ev") != "pong":
+                self._discard()
+                raise JitWorkerDied("the JIT worker did not answer")
+            return CacheStats(**got[0].get("cache", {}))
 
     def __enter__(self) -> "JitWorker":
         return self

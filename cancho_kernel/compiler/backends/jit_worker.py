@@ -1,9 +1,12 @@
-"""The JIT worker process: ``python -m cancho_kernel.compiler.backends.jit_worker FD``.
+"""The JIT worker process:
+``python -m cancho_kernel.compiler.backends.jit_worker FD [--cache-programs N] [--cache-bytes B]``.
 
 Why a separate process: a Jupyter kernel has several threads, and forking it then running LLVM
 in the child is unsafe (locks held by other threads at fork time, kernel.md §3.3). This worker
 is single-threaded, keeps LLVM initialised, compiles each program with MCJIT and forks **one
-child per run**, so a trap or a segfault kills only that child.
+child per run**, so a trap or a segfault kills only that child. Compiled programs are kept by
+content (:class:`ProgramCache`, bounded by :class:`CacheBounds`), so re-running unchanged IR
+skips compilation.
 
 Protocol (Unix stream socket inherited as descriptor FD; each message is a 4-byte big-endian
 length and a UTF-8 JSON object; descriptors travel with ``socket.send_fds`` on the length):
@@ -18,7 +21,8 @@ length and a UTF-8 JSON object; descriptors travel with ``socket.send_fds`` on t
                        {"ev": "started", "pid"}                   then
                        {"ev": "exited", "status", "utime", "stime", "maxrss", "wall"}
                        or {"ev": "error", "kind": "invalid-ir"|"link"|"internal", "message"}
-                       {"ev": "pong", "pid", "child": "c"|"python"}  (how runs start)
+                       {"ev": "pong", "pid", "child": "c"|"python",  (how runs start)
+                        "cache": {"programs", "bytes", "hits", "misses", "evictions"}}
 
 The client kills a running child itself (SIGKILL to its process group, whose id is the pid it
 was told), so the worker never needs to listen while it waits. If the client goes away (end of
@@ -33,6 +37,8 @@ child it still has. The worker's only children are runs, so this is exact.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -43,9 +49,15 @@ import struct
 import sys
 import time
 import traceback
-from typing import Any
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from .process import become_subreaper, kill_children
+
+if TYPE_CHECKING:
+    from .mcjit import Compiled
 
 _HEADER = struct.Struct("!I")
 # Set to "1" in the worker's environment to start runs from Python instead of the C child
@@ -99,19 +111,104 @@ def recv_msg(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
     return json.loads(body), fds
 
 
-CACHE_SIZE = 8
+@dataclass(frozen=True)
+class CacheBounds:
+    """The bounds of the worker's :class:`ProgramCache`: at most ``programs`` compiled programs
+    and ``max_bytes`` of what their engines hold (:attr:`mcjit.Compiled.size_bytes`).
+
+    Why both, and why these defaults (16 programs, 64 MiB): a run forks the worker, and a fork
+    costs the page tables of the worker's private memory, so the cache must stay small to keep
+    runs cheap; an engine built from object code holds ~40 KiB for a std-importing cell, so the
+    count bound is the one a notebook meets, and the byte bound stops a few huge programs."""
+
+    programs: int = 16
+    max_bytes: int = 64 * 1024 * 1024
+
+
+@dataclass
+class CacheStats:
+    """What the cache holds now and what it did since the worker started."""
+
+    programs: int = 0
+    bytes: int = 0
+    hits: int = 0
+    misses: int = 0
+    evictions: int = 0
+
+
+class ProgramCache:
+    """Compiled programs kept by content, least recently used evicted first.
+
+    A program is keyed by the SHA-256 of its IR text, its ``-l`` libraries and directories, and
+    :func:`mcjit.code_identity` (what else changes the machine code); so a re-run of an unchanged
+    cell skips parsing, O2 and code generation, and two programs differing in any of these never
+    share an entry. Sharing machine code is safe because every run is a forked child: what a
+    program writes to its globals and static data never reaches the worker, so each run starts
+    from the loaded image. A program larger than the byte bound runs but is not kept. Eviction
+    frees the engine at once.
+    """
+
+    def __init__(self, bounds: CacheBounds = CacheBounds()) -> None:
+        if bounds.programs < 0 or bounds.max_bytes < 0:
+            raise ValueError(f"cache bounds must not be negative: {bounds}")
+        self.bounds = bounds
+        self._entries: OrderedDict[str, Compiled] = OrderedDict()
+        self._identity: str | None = None
+        self.stats = CacheStats()
+
+    def key(self, ir: str, libs: Sequence[str] = (), libdirs: Sequence[str] = ()) -> str:
+        """The content key of a program as this worker would compile it."""
+        if self._identity is None:
+            from . import mcjit
+
+            self._identity = mcjit.code_identity()
+        return content_key(ir, libs, libdirs, self._identity)
+
+    def get(self, key: str) -> Compiled | None:
+        """The program compiled under ``key``, now the most recently used; None on a miss."""
+        got = self._entries.get(key)
+        if got is None:
+            self.stats.misses += 1
+            return None
+        self._entries.move_to_end(key)
+        self.stats.hits += 1
+        return got
+
+    def put(self, key: str, compiled: Compiled) -> None:
+        """Keep ``compiled`` (unless it alone exceeds a bound), evicting the least recently
+        used programs until both bounds hold."""
+        if key in self._entries or compiled.size_bytes > self.bounds.max_bytes \
+                or self.bounds.programs == 0:
+            return
+        self._entries[key] = compiled
+        self.stats.bytes += compiled.size_bytes
+        while (len(self._entries) > self.bounds.programs
+               or self.stats.bytes > self.bounds.max_bytes):
+            _, old = self._entries.popitem(last=False)
+            self.stats.bytes -= old.size_bytes
+            self.stats.evictions += 1
+            old.free()
+        self.stats.programs = len(self._entries)
+
+    def snapshot(self) -> CacheStats:
+        """A copy of the counters (safe to send or keep)."""
+        return dataclasses.replace(self.stats, programs=len(self._entries))
+
+
+def content_key(ir: str, libs: Sequence[str], libdirs: Sequence[str], identity: str) -> str:
+    """SHA-256 over the IR text, the libraries, their directories and the code identity."""
+    return hashlib.sha256(json.dumps([ir, list(libs), list(libdirs), identity]).encode()
+                          ).hexdigest()
 
 
 class Worker:
-    """The worker's loop and its few most recently compiled programs (a re-run of the same IR,
-    as a benchmark interleaving several programs does, skips compilation)."""
+    """The worker's loop and its cache of compiled programs (:class:`ProgramCache`)."""
 
-    def __init__(self, sock: socket.socket, python_child: bool = False) -> None:
-        from collections import OrderedDict
-
+    def __init__(self, sock: socket.socket, python_child: bool = False,
+                 bounds: CacheBounds = CacheBounds()) -> None:
         self.sock = sock
         self.python_child = python_child  # fork in Python even when the C child is available
-        self._cache: "OrderedDict[str, object]" = OrderedDict()
+        self.cache = ProgramCache(bounds)
 
     def serve(self) -> None:
         while True:
@@ -128,7 +225,8 @@ class Worker:
 
                     child = ("python" if self.python_child or not mcjit.native_child_available()
                              else "c")
-                    send_msg(self.sock, {"ev": "pong", "pid": os.getpid(), "child": child})
+                    send_msg(self.sock, {"ev": "pong", "pid": os.getpid(), "child": child,
+                                         "cache": dataclasses.asdict(self.cache.snapshot())})
                 else:
                     send_msg(self.sock, {"ev": "error", "kind": "internal",
                                          "message": f"unknown request {msg.get('op')!r}"})
@@ -139,19 +237,18 @@ class Worker:
                     except OSError:
                         pass
 
-    def _compile(self, msg: dict[str, Any]):
+    def _compile(self, msg: dict[str, Any]) -> tuple[Compiled, bool]:
+        """The program of a run request from the cache, or compiled and kept; and whether it
+        came from the cache."""
         from . import mcjit
 
-        key = hashlib.sha256(json.dumps([msg["ir"], msg.get("libs", []),
-                                         msg.get("libdirs", [])]).encode()).hexdigest()
-        got = self._cache.get(key)
+        libs, libdirs = msg.get("libs", []), msg.get("libdirs", [])
+        key = self.cache.key(msg["ir"], libs, libdirs)
+        got = self.cache.get(key)
         if got is not None:
-            self._cache.move_to_end(key)
             return got, True
-        while len(self._cache) >= CACHE_SIZE:
-            self._cache.popitem(last=False)  # drop the least recently used engine first
-        compiled = mcjit.compile_ir(msg["ir"], msg.get("libs", []), msg.get("libdirs", []))
-        self._cache[key] = compiled
+        compiled = mcjit.compile_ir(msg["ir"], libs, libdirs)
+        self.cache.put(key, compiled)
         return compiled, False
 
     def run(self, msg: dict[str, Any], fds: list[int]) -> bool:
@@ -236,9 +333,18 @@ class Worker:
             os.close(pidfd)
 
 
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    """``FD [--cache-programs N] [--cache-bytes B]`` (the bounds default to :class:`CacheBounds`)."""
+    p = argparse.ArgumentParser(prog="python -m cancho_kernel.compiler.backends.jit_worker")
+    p.add_argument("fd", type=int, help="the inherited Unix stream socket")
+    p.add_argument("--cache-programs", type=int, default=CacheBounds.programs)
+    p.add_argument("--cache-bytes", type=int, default=CacheBounds.max_bytes)
+    return p.parse_args(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    sock = socket.socket(fileno=int(argv[0]))
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    sock = socket.socket(fileno=args.fd)
     os.set_inheritable(sock.fileno(), False)
     # Interrupts are the client's business (it kills the child); a terminal's Ctrl-C must not
     # take the worker down with the kernel's process group.
@@ -249,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     mcjit.native_child_available()  # build or load the C child now, not during the first run
     become_subreaper()
     try:
-        Worker(sock, python_child=os.environ.get(PYTHON_CHILD_ENV) == "1").serve()
+        Worker(sock, python_child=os.environ.get(PYTHON_CHILD_ENV) == "1",
+               bounds=CacheBounds(args.cache_programs, args.cache_bytes)).serve()
     except (BrokenPipeError, ConnectionResetError):
         pass
     finally:
