@@ -89,8 +89,9 @@ class CanchoSpawner(SimpleLocalProcessSpawner):
         return args
 
     @property
-    def cgroup_name(self) -> str:
-        """The hub's control group: one per state directory, so two hubs never share a user's group."""
+    def cgroup_prefix(self) -> str:
+        """Users' control groups are PREFIX-USER, PREFIX one per state directory: two hubs never
+        share a user's group."""
         return "cancho-hub-" + hashlib.sha256(str(Path(self.state_root).resolve()).encode()).hexdigest()[:12]
 
     # -- paths ------------------------------------------------------------------------------------
@@ -133,8 +134,8 @@ class CanchoSpawner(SimpleLocalProcessSpawner):
         (self.user_state / "config" / "jupyter_server_config.json").write_text(json.dumps(SERVER_CONFIG, indent=1))
         if self.safe_mode:
             hub_kernelspec(Path(self.state_root) / "jupyter-data")
-        self._groups = UserGroups.create(find_controllers(self.cgroup_name), _safe_name(self.user.name),
-                                         self.mem_limit, self.cpu_limit)
+        group = f"{self.cgroup_prefix}-{_safe_name(self.user.name)}"
+        self._groups = UserGroups.create(find_controllers(), group, self.mem_limit, self.cpu_limit)
         if (self.mem_limit or self.cpu_limit) and not self._groups.enforced:
             self.log.warning("mem_limit/cpu_limit for %s are not enforced: no writable cgroup "
                              "hierarchy (the kernel's per-run caps still apply)", self.user.name)

@@ -2,13 +2,16 @@
 
 JupyterHub's local-process spawners only *advertise* ``mem_limit``/``cpu_limit`` (as ``MEM_LIMIT``
 and ``CPU_LIMIT`` in the server's environment); nothing enforces them. A hub running as root can:
-one group per user under the hub's own group, written before the server's ``exec`` (so the server,
-its kernels, their JIT workers and every program they run are charged to it). The group also
+one group per user beside the hub (``PREFIX-USER`` in the hub's own group), joined before the
+server's ``exec`` (so the server, its kernels, their JIT workers and every program they run are
+charged to it). The groups are flat on purpose: under CFS group scheduling a common parent group
+would weigh all students together as one process against everything else on the machine; flat,
+each student weighs one process. The group also
 answers "which processes did this user's server leave?" when it stops.
 
 Both layouts are handled: cgroup v2 (``memory.max``, ``cpu.max``) and v1 (``memory`` and ``cpu``
 hierarchies, ``memory.limit_in_bytes``, ``cpu.cfs_quota_us``). Without a writable hierarchy the
-limits are not enforced and :meth:`UserGroups.available` says so (the spawner logs it).
+limits are not enforced (the spawner logs it).
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ CPU_PERIOD_US = 100_000
 class Controller:
     """One place a limit is written: the hierarchy's directory for the hub and its file names."""
 
-    base: Path  # the hub's group in this hierarchy (users' groups are made under it)
+    parent: Path  # the hub's own group in this hierarchy (users' groups are made in it)
     memory_file: str | None
     cpu_file: str | None
     v2: bool
@@ -50,8 +53,8 @@ def _writable(d: Path) -> bool:
     return d.is_dir() and os.access(d, os.W_OK)
 
 
-def find_controllers(name: str) -> list[Controller]:
-    """The hierarchies where this process may make ``name``/USER groups (maybe none)."""
+def find_controllers() -> list[Controller]:
+    """The hierarchies where this process may make users' groups (maybe none)."""
     found: list[Controller] = []
     if (CGROUP_ROOT / "cgroup.controllers").exists():  # a pure v2 host
         own = _own_group("")
@@ -59,14 +62,14 @@ def find_controllers(name: str) -> list[Controller]:
             parent = CGROUP_ROOT / own.lstrip("/")
             enabled = (parent / "cgroup.subtree_control").read_text().split() if _writable(parent) else []
             if _writable(parent) and "memory" in enabled:
-                found.append(Controller(parent / name, "memory.max",
+                found.append(Controller(parent, "memory.max",
                                         "cpu.max" if "cpu" in enabled else None, v2=True))
         return found
     for hierarchy, mem, cpu in (("memory", "memory.limit_in_bytes", None), ("cpu", None, "cpu.cfs_quota_us")):
         own = _own_group(hierarchy)
         parent = CGROUP_ROOT / hierarchy / (own or "/").lstrip("/")
         if own is not None and _writable(parent):
-            found.append(Controller(parent / name, mem, cpu, v2=False))
+            found.append(Controller(parent, mem, cpu, v2=False))
     return found
 
 
@@ -78,14 +81,15 @@ class UserGroups:
     enforced: list[str]
 
     @classmethod
-    def create(cls, controllers: list[Controller], user: str, mem_bytes: int | None,
+    def create(cls, controllers: list[Controller], name: str, mem_bytes: int | None,
                cpu_cores: float | None) -> "UserGroups":
+        """Groups named ``name`` (unique to the hub and the user) with the limits written."""
         dirs: list[Path] = []
         enforced: list[str] = []
         for c in controllers:
-            d = c.base / user
+            d = c.parent / name
             try:
-                d.mkdir(parents=True, exist_ok=True)
+                d.mkdir(exist_ok=True)
                 if c.memory_file and mem_bytes:
                     (d / c.memory_file).write_text(str(mem_bytes))
                     enforced.append(f"memory {mem_bytes >> 20} MiB")
@@ -136,29 +140,23 @@ class UserGroups:
                     break
                 except OSError:  # still has members that are dying
                     time.sleep(0.05)
-            try:
-                d.parent.rmdir()  # the hub's group, once its last user's group is gone
-            except OSError:
-                pass
 
 
 def sweep_stale(prefix: str = "cancho-hub-", older_than: float = 600.0) -> int:
     """Remove empty groups a hub left (killed, or stopped while a server was still starting):
-    a user's group with no process that has not changed for ``older_than`` seconds, then its
-    hub's group once empty. Answers how many were removed."""
+    a user's group with no process that has not changed for ``older_than`` seconds. Answers how
+    many were removed."""
     removed = 0
     now = time.time()
-    for c in find_controllers(prefix + "probe"):
-        parent = c.base.parent
-        for hub in parent.glob(prefix + "*"):
-            for d in [*hub.iterdir(), hub]:
-                try:
-                    if not d.is_dir() or (d / "cgroup.procs").read_text().strip():
-                        continue
-                    if now - d.stat().st_mtime < older_than:
-                        continue
-                    d.rmdir()
-                    removed += 1
-                except OSError:
+    for c in find_controllers():
+        for d in c.parent.glob(prefix + "*"):
+            try:
+                if not d.is_dir() or (d / "cgroup.procs").read_text().strip():
                     continue
+                if now - d.stat().st_mtime < older_than:
+                    continue
+                d.rmdir()
+                removed += 1
+            except OSError:
+                continue
     return removed

@@ -19,6 +19,7 @@ CANCHO_HUB_MEM_LIMIT       per-user memory (cgroup, when the hub can make one)  
 CANCHO_HUB_CPU_LIMIT       per-user CPU cores (cgroup, likewise)                    1
 CANCHO_HUB_CHP             configurable-http-proxy executable                       setup.sh's, or PATH
 CANCHO_HUB_IDLE_CULL       stop servers idle this many seconds (0: never)           3600
+CANCHO_HUB_START_TIMEOUT   seconds a user's server may take to start               120
 CANCHO_HUB_SAFE            ``0`` turns the kernel's safe mode off (trusted class)  1
 =========================  =====================================================  ==================
 """
@@ -93,8 +94,9 @@ c.CanchoSpawner.safe_mode = env("CANCHO_HUB_SAFE", "1") != "0"
 c.CanchoSpawner.mem_limit = env("CANCHO_HUB_MEM_LIMIT", "1G")
 c.CanchoSpawner.cpu_limit = float(env("CANCHO_HUB_CPU_LIMIT", "1"))
 c.CanchoSpawner.default_url = "/lab"
-c.CanchoSpawner.start_timeout = 120
-c.CanchoSpawner.http_timeout = 120
+# A server starts in ~4 s alone (2.5 CPU s, mostly imports); twenty at once on two busy cores
+# took over two minutes in benchmarks/hub_load.py: raise this for a class that logs in together.
+c.CanchoSpawner.start_timeout = c.CanchoSpawner.http_timeout = int(env("CANCHO_HUB_START_TIMEOUT", "120"))
 c.CanchoSpawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
 
 # -- idle servers -----------------------------------------------------------------------------------

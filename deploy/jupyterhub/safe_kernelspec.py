@@ -25,6 +25,8 @@ def hub_kernelspec(into: Path) -> Path:
     """
     from jupyter_client.kernelspec import KernelSpecManager
 
+    if sys.version_info < (3, 11):  # PYTHONSAFEPATH (and -P) came with 3.11: older ones would be unsafe
+        raise RuntimeError("a shared cancho server needs Python 3.11 or later (PYTHONSAFEPATH)")
     d = into / "kernels" / SAFE_KERNEL
     d.mkdir(parents=True, exist_ok=True)
     try:
