@@ -102,6 +102,15 @@ def _heap_in_use() -> int | None:
     return int(info.uordblks + info.hblkhd)
 
 
+def release_free_memory() -> None:
+    """Give the C heap's free pages back to the system (glibc ``malloc_trim``; nothing where
+    the C library has none). Why: a compilation frees megabytes that the heap keeps mapped, and
+    every JIT run forks this process, paying for each mapped page; ~0.7 ms after a compile."""
+    trim = getattr(_libc, "malloc_trim", None)
+    if trim is not None:
+        trim(0)
+
+
 def code_identity() -> str:
     """Everything besides the IR that decides the machine code :func:`compile_ir` produces:
     target triple and data layout, the options of :func:`native.target_machine` (O2, PIC, JIT
