@@ -27,8 +27,14 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from .compiler.diagnostics import Rule
+
+if TYPE_CHECKING:
+    from .compiler.backends.jit import JitWorker
+    from .compiler.backends.process import RunLimits, RunResult
+    from .compiler.run import Built
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_FAILED = 0, 1, 2, 3, 4
 
@@ -374,7 +380,7 @@ def run_tests(opts: Options) -> int:
     return _build_and_run(opts, tests, result.ir)
 
 
-def _test_limits(opts: Options):
+def _test_limits(opts: Options) -> RunLimits:
     """Each test's limits: the timeout, 1 MiB kept per stream; safe mode adds the defaults for
     memory, CPU time and processes."""
     from .compiler.backends.process import DEFAULT_RUN_LIMITS, RunLimits
@@ -421,10 +427,10 @@ class FailedTest:
 
     name: str
     reason: str
-    result: object
+    result: RunResult
 
 
-def _run_all(tests: list[TestCase], built, worker, limits) -> int:
+def _run_all(tests: list[TestCase], built: Built, worker: JitWorker | None, limits: RunLimits) -> int:
     from .compiler.backends.process import StdoutTarget
     from .compiler.run import run_built
 
