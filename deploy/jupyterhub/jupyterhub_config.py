@@ -12,7 +12,8 @@ CANCHO_HUB_ROOT            the hub's directory: users' homes, state, database   
 CANCHO_HUB_IP / _PORT      where the hub (its proxy) listens                        127.0.0.1 / 8000
 CANCHO_HUB_COURSE          directory copied into each user's home on first start   the repo's notebooks/
 CANCHO_HUB_AUTH            ``dummy`` (any password; tests only) or ``pam``          pam
-CANCHO_HUB_DUMMY_PASSWORD  the dummy authenticator's shared password               (none: refused)
+CANCHO_HUB_DUMMY_PASSWORD  the dummy authenticator's shared password               random: no login
+CANCHO_HUB_USERS           comma-separated students allowed to log in (pam)        (none)
 CANCHO_HUB_ADMINS          comma-separated admin user names                         (none)
 CANCHO_HUB_API_TOKEN       a token for the ``cancho-admin`` service (admin role)    (no service)
 CANCHO_HUB_MEM_LIMIT       per-user memory (cgroup, when the hub can make one)      1G
@@ -68,9 +69,9 @@ if auth == "dummy":  # tests and the load benchmark only: anyone with the shared
     c.JupyterHub.authenticator_class = DummyAuthenticator
     c.DummyAuthenticator.password = env("CANCHO_HUB_DUMMY_PASSWORD") or secrets.token_hex(16)
     c.Authenticator.allow_all = True
-else:
+else:  # system accounts; only the ones listed in CANCHO_HUB_USERS (and admins) may log in
     c.JupyterHub.authenticator_class = "pam"
-    c.Authenticator.allow_existing_users = True
+    c.Authenticator.allowed_users = {u for u in env("CANCHO_HUB_USERS", "").split(",") if u}
 # A user name is a directory name: no separators, no dots first.
 c.Authenticator.username_pattern = r"^[a-z0-9][a-z0-9_-]{0,63}$"
 admins = {a for a in env("CANCHO_HUB_ADMINS", "").split(",") if a}
