@@ -276,3 +276,28 @@ def test_an_unchanged_exe_cell_reuses_its_build(counts, tmp_path):
         runner.close()
     assert (first.exit_status, again.exit_status, edited.exit_status) == (42, 42, 43)
     assert counts.links == 2
+
+
+def test_a_kernel_reuses_an_unchanged_exe_cell(cancho_kernelspec, tmp_path):
+    """Through a real kernel: the same exe cell twice links once; an edited cell links again.
+    The linker is a wrapper that logs every link (not its `--version` answers)."""
+    from jupyter_client.manager import start_new_kernel
+    from kernel_client import HELLO, run
+
+    log = tmp_path / "links"
+    cc = tmp_path / "cc"
+    cc.write_text(f'#!/bin/sh\n[ "$1" = --version ] || echo link >> {log}\nexec cc "$@"\n')
+    cc.chmod(0o755)
+    env = dict(os.environ, CANCHO_CACHE_DIR=str(tmp_path / "cache"), CC=str(cc))
+    env.pop("CANCHO_CACHE_SIZE", None)
+    km, kc = start_new_kernel(kernel_name=cancho_kernelspec, startup_timeout=60, env=env)
+    try:
+        for _ in range(2):
+            cell = run((km, kc), "%%run --backend exe\n" + HELLO)
+            assert cell.status == "ok" and cell.stream("stdout") == "hello, world\n", cell.outputs
+        edited = run((km, kc), "%%run --backend exe\n" + HELLO.replace("hello, world", "hello, again"))
+        assert edited.status == "ok" and edited.stream("stdout") == "hello, again\n"
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+    assert log.read_text().split() == ["link", "link"]
