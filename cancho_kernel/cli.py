@@ -39,6 +39,7 @@ from . import __version__
 from .compiler import api
 from .compiler.diagnostics import Diagnostic, Rule, render_json, render_text
 from .compiler.run import FailureKind, RunFailed, flush_python_streams, os_error_text
+from .compiler.source import SourceFile
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_ENVIRONMENT = 0, 1, 2, 3
 
@@ -197,18 +198,34 @@ def _internal(inv: Invocation, what: str, exc: BaseException | str) -> Diagnosti
         None, file_hint=inv.inputs[0])
 
 
-def _load(inv: Invocation) -> tuple[list, list[Diagnostic]]:
+@dataclass(frozen=True)
+class Loaded:
+    """The program's sources, or the refusals that stand in for them."""
+
+    sources: list[SourceFile]
+    diagnostics: list[Diagnostic]
+
+
+@dataclass(frozen=True)
+class Compiled:
+    """The program's IR text, or the refusals (then ``ir`` is None)."""
+
+    ir: str | None
+    diagnostics: list[Diagnostic]
+
+
+def _load(inv: Invocation) -> Loaded:
     """The program's sources, or (in json mode) a program-level refusal for unreadable input."""
     try:
-        return api.load_sources(inv.inputs), []
+        return Loaded(api.load_sources(inv.inputs), [])
     except OSError as exc:
         name = exc.filename if exc.filename is not None else inv.inputs[0]
         message = f"cannot read `{name}`: {os_error_text(exc)}"
         if inv.json:
-            return [], [Diagnostic(Rule.PROGRAM_SHAPE, message, None)]
+            return Loaded([], [Diagnostic(Rule.PROGRAM_SHAPE, message, None)])
         raise environment(message) from None
     except Exception as exc:  # noqa: BLE001 - never a traceback
-        return [], [_internal(inv, "to read the program", exc)]
+        return Loaded([], [_internal(inv, "to read the program", exc)])
 
 
 # -- safe mode -----------------------------------------------------------------------------------
@@ -252,12 +269,13 @@ def safe_mode_refusals(program) -> list[Diagnostic]:
     return out
 
 
-def _compile(inv: Invocation) -> tuple[str | None, list[Diagnostic]]:
+def _compile(inv: Invocation) -> Compiled:
     """IR text, or the refusals (every compiler failure of ours is rule `internal`). With the
     build cache, an unchanged program's IR comes from it (only accepted programs are kept)."""
-    sources, diags = _load(inv)
-    if diags:
-        return None, diags
+    loaded = _load(inv)
+    if loaded.diagnostics:
+        return Compiled(None, loaded.diagnostics)
+    sources = loaded.sources
     cache, key = _ir_cache(inv), None
     if cache is not None:
         from .compiler.cache import Artefact, sources_key
@@ -266,22 +284,22 @@ def _compile(inv: Invocation) -> tuple[str | None, list[Diagnostic]]:
                           inv.safe)
         cached = cache.get(key, Artefact.IR)
         if cached is not None:
-            return cached.decode("utf-8"), []
+            return Compiled(cached.decode("utf-8"), [])
     try:
         result = api.compile_sources(sources)
     except Exception as exc:  # noqa: BLE001 - never a traceback
-        return None, [_internal(inv, "to compile", exc)]
+        return Compiled(None, [_internal(inv, "to compile", exc)])
     if result.diagnostics:
-        return None, list(result.diagnostics)
+        return Compiled(None, list(result.diagnostics))
     if result.ir is None:
-        return None, [_internal(inv, "to generate code", "no IR was produced")]
+        return Compiled(None, [_internal(inv, "to generate code", "no IR was produced")])
     if inv.safe:
         refusals = safe_mode_refusals(result.program)
         if refusals:
-            return None, refusals
+            return Compiled(None, refusals)
     if cache is not None and key is not None:
         cache.put(key, Artefact.IR, result.ir.encode("utf-8"))
-    return result.ir, []
+    return Compiled(result.ir, [])
 
 
 def _build_cache(inv: Invocation):
@@ -334,11 +352,11 @@ def _isatty(stream) -> bool:
 
 
 def _compiled_or_refused(inv: Invocation) -> str:
-    ir, diags = _compile(inv)
-    if diags:
-        raise _Refused(diags)
-    assert ir is not None
-    return ir
+    compiled = _compile(inv)
+    if compiled.diagnostics:
+        raise _Refused(compiled.diagnostics)
+    assert compiled.ir is not None
+    return compiled.ir
 
 
 class _Refused(Exception):
@@ -354,7 +372,8 @@ class _Refused(Exception):
 def cmd_check(inv: Invocation) -> int:
     from .compiler.backends import native
 
-    ir, diags = _compile(inv)
+    compiled = _compile(inv)
+    ir, diags = compiled.ir, compiled.diagnostics
     if ir is not None:  # like the reference, generate the object and discard it
         try:
             _backend(inv, lambda: native.emit_object(ir))
@@ -371,11 +390,11 @@ def cmd_authority(inv: Invocation) -> int:
     text mode, whatever the output form."""
     from .compiler.authority import authority_report
 
-    sources, diags = _load(inv)
-    if diags:
-        return _refuse(diags)
+    loaded = _load(inv)
+    if loaded.diagnostics:
+        return _refuse(loaded.diagnostics)
     try:
-        result = api.compile_sources(sources)
+        result = api.compile_sources(loaded.sources)
         diags = list(result.diagnostics)
         report = None if diags else authority_report(result.program)
     except Exception as exc:  # noqa: BLE001 - never a traceback

@@ -169,7 +169,17 @@ def _where(source, span) -> str:
     return f"{source.path}:{line}:{col}: "
 
 
-def collect(files: list) -> tuple[list[TestCase], list[str], list[str]]:
+@dataclass(frozen=True)
+class Collected:
+    """What :func:`collect` found: the tests, the shape errors, and the ``import`` lines the
+    generated main needs for tests in other modules."""
+
+    tests: list[TestCase]
+    errors: list[str]
+    imports: list[str]
+
+
+def collect(files: list) -> Collected:
     """Tests from parsed files (in file order, then declaration order), shape errors, and the
     ``import`` lines the generated main needs for tests in other modules."""
     from .compiler import ast
@@ -221,7 +231,7 @@ def collect(files: list) -> tuple[list[TestCase], list[str], list[str]]:
             else:
                 tests.append(TestCase(name, name, caps))
     imports = [f"import {m} as {q};" for m, q in qualifiers.items()]
-    return tests, errors, imports
+    return Collected(tests, errors, imports)
 
 
 def _literal(text: str) -> str:
@@ -355,7 +365,8 @@ def run_tests(opts: Options) -> int:
         _err(render_text(diags, color=False).rstrip("\n"))
         return EXIT_REFUSED
 
-    tests, errors, imports = collect(parsed)
+    found = collect(parsed)
+    tests, errors, imports = found.tests, found.errors, found.imports
     if errors:
         _err("\n".join(errors))
         return EXIT_USAGE
