@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -183,6 +184,22 @@ def test_run_uses_the_cache_on_both_backends(counts, program, tmp_path):
     for backend in ("exe", "jit", "exe", "jit"):
         assert cli.main(["run", *map(str, program), "--backend", backend]) == 42
     assert (counts.checks, counts.links) == (1, 1)
+
+
+def test_concurrent_builds_of_one_program_both_succeed(program, tmp_path):
+    """Four `cancho build` processes of the same program race for the same entries."""
+    repo = Path(__file__).resolve().parent.parent
+    env = dict(os.environ, CANCHO_CACHE_DIR=str(tmp_path / "cache"), PYTHONPATH=str(repo))
+    env.pop("CANCHO_CACHE_SIZE", None)
+    outs = [tmp_path / f"prog{n}" for n in range(4)]
+    procs = [subprocess.Popen([sys.executable, "-m", "cancho_kernel.cli", "build", *map(str, program),
+                               "-o", str(out)], env=env, stderr=subprocess.PIPE) for out in outs]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    assert [status(out) for out in outs] == [42] * 4
+    assert len({out.read_bytes() for out in outs}) == 1
+    assert sorted(n.rsplit(".", 1)[1] for n in entries(tmp_path)) == ["exe", "ir"]
 
 
 # -- the store itself ----------------------------------------------------------------------------------
