@@ -96,9 +96,12 @@ def test_a_program_over_the_byte_bound_runs_but_is_not_kept():
 def test_fifty_distinct_programs_stay_within_the_default_bounds():
     bounds = CacheBounds()
     with JitWorker() as w:
+        w.start()
+        pid = w.pid
         for n in range(50):
             assert run(w, returning(n)).exit_status == n
         stats = w.cache_stats()
+        assert w.pid == pid  # 50 small programs stay far below the retirement bound
         assert run(w, returning(49)).compile_cached  # the most recent ones are kept
         assert not run(w, returning(0)).compile_cached  # the oldest were evicted
     assert stats.programs == bounds.programs
@@ -106,12 +109,28 @@ def test_fifty_distinct_programs_stay_within_the_default_bounds():
     assert 0 < stats.bytes <= bounds.max_bytes
 
 
+def test_a_worker_over_its_memory_bound_retires_after_the_run():
+    """Past ``retire_bytes`` of private memory the worker ends after the run it compiled for,
+    and the next run starts a fresh one (LLVM keeps memory per compiled program)."""
+    with JitWorker(cache=CacheBounds(retire_bytes=1)) as w:
+        w.start()
+        pid = w.pid
+        first = run(w, STATEFUL)
+        assert w.pid is None  # ended and reaped
+        second = run(w, STATEFUL)
+        w.start()
+        assert w.pid not in (None, pid)
+    assert [r.stdout for r in (first, second)] == [b"1\n", b"1\n"]
+    assert [r.compile_cached for r in (first, second)] == [False, False]
+
+
 def test_the_worker_reads_its_bounds_from_its_command_line():
     args = parse_args(["7"])
-    assert (args.fd, args.cache_programs, args.cache_bytes) == (
-        7, CacheBounds().programs, CacheBounds().max_bytes)
-    args = parse_args(["7", "--cache-programs", "3", "--cache-bytes", "1000"])
-    assert (args.cache_programs, args.cache_bytes) == (3, 1000)
+    assert (args.fd, args.cache_programs, args.cache_bytes, args.retire_bytes) == (
+        7, CacheBounds().programs, CacheBounds().max_bytes, CacheBounds().retire_bytes)
+    args = parse_args(["7", "--cache-programs", "3", "--cache-bytes", "1000",
+                       "--retire-bytes", "5000"])
+    assert (args.cache_programs, args.cache_bytes, args.retire_bytes) == (3, 1000, 5000)
 
 
 # -- ProgramCache alone, with stand-in programs of known sizes -----------------------------------
@@ -147,8 +166,10 @@ def test_a_zero_count_bound_keeps_nothing():
 
 
 def test_negative_bounds_are_refused():
-    with pytest.raises(ValueError):
-        ProgramCache(CacheBounds(programs=-1))
+    for bounds in (CacheBounds(programs=-1), CacheBounds(max_bytes=-1),
+                   CacheBounds(retire_bytes=-1)):
+        with pytest.raises(ValueError):
+            ProgramCache(bounds)
 
 
 def test_the_key_covers_ir_libraries_and_code_identity():

@@ -151,7 +151,8 @@ class JitWorker:
             self._proc = subprocess.Popen(
                 [self._python, "-m", "cancho_kernel.compiler.backends.jit_worker",
                  str(theirs.fileno()), "--cache-programs", str(self._cache.programs),
-                 "--cache-bytes", str(self._cache.max_bytes)],
+                 "--cache-bytes", str(self._cache.max_bytes),
+                 "--retire-bytes", str(self._cache.retire_bytes)],
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 env=env, start_new_session=True, close_fds=True)
         finally:
@@ -288,6 +289,8 @@ class JitWorker:
                 # The worker was already dead (or died before compiling): a stale worker is
                 # not the program's fault, so start a fresh one and try once more.
                 control, outcome = self._run_once(request, stdin, target, limits, cancel)
+            if control.reply is not None and control.reply.get("retire"):
+                self._discard()  # it has ended (its memory bound); the next run starts anew
         if control.error is not None:
             kind, message = control.error.get("kind"), control.error.get("message", "")
             if kind == "invalid-ir":

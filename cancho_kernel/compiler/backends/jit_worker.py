@@ -1,5 +1,6 @@
 """The JIT worker process:
-``python -m cancho_kernel.compiler.backends.jit_worker FD [--cache-programs N] [--cache-bytes B]``.
+``python -m cancho_kernel.compiler.backends.jit_worker FD [--cache-programs N] [--cache-bytes B]
+[--retire-bytes B]``.
 
 Why a separate process: a Jupyter kernel has several threads, and forking it then running LLVM
 in the child is unsafe (locks held by other threads at fork time, kernel.md §3.3). This worker
@@ -19,7 +20,8 @@ length and a UTF-8 JSON object; descriptors travel with ``socket.send_fds`` on t
                        {"op": "ping"}
     worker -> client   {"ev": "compiled", "seconds", "cached"}  then
                        {"ev": "started", "pid"}                   then
-                       {"ev": "exited", "status", "utime", "stime", "maxrss", "wall"}
+                       {"ev": "exited", "status", "utime", "stime", "maxrss", "wall",
+                        "retire"}  (retire: the worker ends now, CacheBounds.retire_bytes)
                        or {"ev": "error", "kind": "invalid-ir"|"link"|"internal", "message"}
                        {"ev": "pong", "pid", "child": "c"|"python",  (how runs start)
                         "cache": {"programs", "bytes", "hits", "misses", "evictions"}}
@@ -113,16 +115,22 @@ def recv_msg(sock: socket.socket) -> tuple[dict[str, Any], list[int]] | None:
 
 @dataclass(frozen=True)
 class CacheBounds:
-    """The bounds of the worker's :class:`ProgramCache`: at most ``programs`` compiled programs
-    and ``max_bytes`` of what their engines hold (:attr:`mcjit.Compiled.size_bytes`).
+    """The worker's memory bounds: at most ``programs`` compiled programs in its
+    :class:`ProgramCache` and ``max_bytes`` of what their engines hold
+    (:attr:`mcjit.Compiled.size_bytes`); ``retire_bytes`` of private memory for the whole worker.
 
-    Why both, and why these defaults (16 programs, 64 MiB): a run forks the worker, and a fork
+    Why both, and why these defaults (16 programs, 64 MiB; retire at 256 MiB): a run forks the worker, and a fork
     costs the page tables of the worker's private memory, so the cache must stay small to keep
     runs cheap; an engine built from object code holds ~40 KiB for a std-importing cell, so the
     count bound is the one a notebook meets, and the byte bound stops a few huge programs."""
 
     programs: int = 16
     max_bytes: int = 64 * 1024 * 1024
+    # The worker retires (ends after the run; the client starts a fresh one) once its private
+    # memory exceeds this: LLVM's O2 pipeline keeps ~130 KiB per program compiled (llvmlite
+    # 0.50, LLVM 22; measured, not freed by closing the pass builder or using a fresh context),
+    # so a worker compiling thousands of distinct programs would otherwise grow without bound.
+    retire_bytes: int = 256 * 1024 * 1024
 
 
 @dataclass
@@ -149,7 +157,7 @@ class ProgramCache:
     """
 
     def __init__(self, bounds: CacheBounds = CacheBounds()) -> None:
-        if bounds.programs < 0 or bounds.max_bytes < 0:
+        if bounds.programs < 0 or bounds.max_bytes < 0 or bounds.retire_bytes < 0:
             raise ValueError(f"cache bounds must not be negative: {bounds}")
         self.bounds = bounds
         self._entries: OrderedDict[str, Compiled] = OrderedDict()
@@ -193,6 +201,18 @@ class ProgramCache:
     def snapshot(self) -> CacheStats:
         """A copy of the counters (safe to send or keep)."""
         return dataclasses.replace(self.stats, programs=len(self._entries))
+
+
+def private_bytes() -> int:
+    """This process's resident anonymous memory (``RssAnon``), bytes; 0 if unknown."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("RssAnon:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
 
 
 def content_key(ir: str, libs: Sequence[str], libdirs: Sequence[str], identity: str) -> str:
@@ -297,10 +317,11 @@ class Worker:
         kill_children()  # what the program left behind, setsid'd or not
         if client_gone:
             return False
+        retire = not cached and private_bytes() > self.cache.bounds.retire_bytes
         send_msg(self.sock, {"ev": "exited", "status": status, "utime": rusage.ru_utime,
                              "stime": rusage.ru_stime, "maxrss": rusage.ru_maxrss,
-                             "wall": wall})
-        return True
+                             "wall": wall, "retire": retire})
+        return not retire
 
     def _wait(self, pid: int, own_group: bool):
         """Wait for the child, watching the socket: if the client disappears, kill the child."""
@@ -335,11 +356,13 @@ class Worker:
 
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """``FD [--cache-programs N] [--cache-bytes B]`` (the bounds default to :class:`CacheBounds`)."""
+    """``FD [--cache-programs N] [--cache-bytes B] [--retire-bytes B]`` (defaults:
+    :class:`CacheBounds`)."""
     p = argparse.ArgumentParser(prog="python -m cancho_kernel.compiler.backends.jit_worker")
     p.add_argument("fd", type=int, help="the inherited Unix stream socket")
     p.add_argument("--cache-programs", type=int, default=CacheBounds.programs)
     p.add_argument("--cache-bytes", type=int, default=CacheBounds.max_bytes)
+    p.add_argument("--retire-bytes", type=int, default=CacheBounds.retire_bytes)
     return p.parse_args(argv)
 
 
@@ -357,7 +380,8 @@ def main(argv: list[str] | None = None) -> int:
     become_subreaper()
     try:
         Worker(sock, python_child=os.environ.get(PYTHON_CHILD_ENV) == "1",
-               bounds=CacheBounds(args.cache_programs, args.cache_bytes)).serve()
+               bounds=CacheBounds(args.cache_programs, args.cache_bytes,
+                                  args.retire_bytes)).serve()
     except (BrokenPipeError, ConnectionResetError):
         pass
     finally:
