@@ -1,8 +1,11 @@
 """Checking one function body: types, places, regions, effects performed, constant folding.
 
-The walk types every expression and records what each name, call and member resolved to in a
-typed side table (`typed.py`: the syntax tree is never written), and records the linearity event tree (`linearity.py`) at the same time, so the
-replay sees exactly the evaluation order the code generator will emit.
+The walk types every expression (one rule per node class: EXPR_RULES) and records what each
+name, call and member resolved to in a typed side table (`typed.py`; the syntax tree is never
+written), and records the linearity event tree (`linearity.py`) at the same time, so the replay
+sees exactly the evaluation order the code generator will emit. The checker is composed of
+parts that hold a typed reference back to it: `rel` (unification and the outlives relation,
+owning the body's inference variables), `agg` (aggregates and `match`) and `builtin_calls`.
 """
 
 from __future__ import annotations
