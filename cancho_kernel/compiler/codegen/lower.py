@@ -4,6 +4,13 @@ One LLVM function per reachable cancho function (`@lexs_<module.name>`), locals 
 allocas (promoted by O2), traps as inline `ud2` so a trap is SIGILL with nothing flushed, and a C
 `main` wrapper that stashes argc/argv and returns `lexs_main`'s result truncated to i32
 (runtime.md §0, §3). Capabilities have no run-time representation and are dropped everywhere.
+
+It reads only the checker's typed side table (`check/typed.py`: each expression's type and
+resolution), never the tree's own attributes. `FnLowering` dispatches expressions through
+EXPR_LOWERINGS (one lowering per node class) and statements by `match`, and is composed of
+`agg` (aggregates.py) and `builtins` (builtins.py), which hold a typed reference back to it.
+Lowering cannot fail on checked input; if it does, `LoweringFailure` reports it as `internal`
+at the innermost statement or expression being lowered.
 """
 
 from __future__ import annotations
