@@ -169,6 +169,35 @@ def test_python_in_the_students_directory_does_not_run_at_kernel_start(hub, kern
         marker.unlink(missing_ok=True)
 
 
+KERNEL_START = """
+import sys
+from cancho_kernel.kernel import CanchoKernel
+k = CanchoKernel()
+try:
+    before = sorted(m for m in ("ipywidgets", "matplotlib") if m in sys.modules)
+    k.comm_manager.comm_open(None, None, {
+        "content": {"comm_id": "c1", "target_name": "jupyter.widget.control", "data": {}},
+        "metadata": {"version": "1.0.0"}, "header": {"msg_id": "m"}, "parent_header": {}})
+    import ipywidgets
+    handler = k.comm_manager.targets["jupyter.widget.control"]
+    print(before, "ipywidgets" in sys.modules, handler == ipywidgets.Widget.handle_control_comm_opened,
+          ipywidgets.Widget._control_comm is not None)
+finally:
+    k.runner.close()
+"""
+
+
+def test_a_kernel_starts_without_ipywidgets_or_matplotlib(tmp_path):
+    """Issue 17, per-kernel cost: a kernel imports ipywidgets when a frontend first opens one of
+    its comms (then hands the comm to ipywidgets' own handler), matplotlib at the first plot."""
+    import subprocess
+
+    out = subprocess.run([sys.executable, "-c", KERNEL_START], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split("\n")[0] == "[] True True True", out.stdout
+
+
 def test_a_students_processes_are_in_their_own_limited_group(hub):
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy" / "jupyterhub"))
     from cgroup_limits import find_controllers
