@@ -21,6 +21,7 @@ pytest.importorskip("jupyterhub", reason="the hub extra: pip install -e '.[hub]'
 psutil = pytest.importorskip("psutil")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy" / "jupyterhub"))
 from benchmarks.hub_load import Hub, RemoteKernel, running_hub  # noqa: E402
 from kernel_client import HELLO  # noqa: E402
 
@@ -198,13 +199,19 @@ def test_a_kernel_starts_without_ipywidgets_or_matplotlib(tmp_path):
     assert out.stdout.split("\n")[0] == "[] True True True", out.stdout
 
 
+def cgroup_prefix(hub: Hub) -> str:
+    """The hub's users' control groups are PREFIX-USER (deploy/jupyterhub/cancho_spawner.py)."""
+    import hashlib
+
+    return "cancho-hub-" + hashlib.sha256(str((hub.root / "state").resolve()).encode()).hexdigest()[:12]
+
+
 def test_a_students_processes_are_in_their_own_limited_group(hub):
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy" / "jupyterhub"))
     from cgroup_limits import find_controllers
 
     if not find_controllers():
         pytest.skip("no writable cgroup hierarchy here: the hub logs that limits are not enforced")
-    groups = [p for c in find_controllers() for p in c.parent.glob("cancho-hub-*-alice") if p.is_dir()]
+    groups = [p for c in find_controllers() for p in c.parent.glob(cgroup_prefix(hub) + "-alice") if p.is_dir()]
     mine = [g for g in groups if any(str(pid) in (g / "cgroup.procs").read_text().split()
                                      for pid in (p.pid for p in hub.leftovers()))]
     assert mine, groups
@@ -231,3 +238,6 @@ def test_stopping_the_hub_leaves_no_process(hub: Hub, kernels):
     while hub.leftovers() and time.monotonic() < deadline:
         time.sleep(0.2)
     assert [(p.pid, p.cmdline()) for p in hub.leftovers()] == []
+    from cgroup_limits import find_controllers
+
+    assert [g for c in find_controllers() for g in c.parent.glob(cgroup_prefix(hub) + "-*")] == []
