@@ -21,8 +21,8 @@ import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..compiler.backends.process import (RunLimits, RunResult, StdoutTarget, owned_temp_prefix,
-                                        run_executable)
+from ..compiler.backends.process import RunLimits, RunResult, StdoutTarget, owned_temp_prefix
+from ..compiler.run import Backend, Built, run_built
 
 NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_.\-]*$")
 
@@ -58,8 +58,9 @@ class Program:
 
     def run(self, runner, *, stdin: bytes, args: list[str], target: StdoutTarget, limits: RunLimits,
             cancel: threading.Event | None) -> RunResult:
-        """Run once. Raises ``runner.RunFailed`` when the program cannot be started."""
-        from .runner import RunFailed, RunRequest
+        """Run once, on the one run path (``compiler.run``). Raises ``RunFailed`` when the program
+        cannot be started."""
+        from .runner import RunRequest
 
         if self.kind == "cancho" and self.backend == "jit":
             assert self.ir is not None
@@ -67,11 +68,9 @@ class Program:
                                                   args=args, limits=limits), cancel)
         assert self.path is not None
         argv0 = "main" if self.kind == "cancho" else self.name
-        try:
-            return run_executable(self.path, argv=[argv0, *args], stdin=stdin, target=target,
-                                  limits=runner.bounded(limits), cancel=cancel)
-        except OSError as e:
-            raise RunFailed("environment", f"cannot run {self.label}: {e}") from None
+        built = Built(Backend.EXE, self.ir or "", path=self.path)
+        return run_built(built, [argv0, *args], stdin=stdin, target=target,
+                         limits=runner.bounded(limits), cancel=cancel)
 
 
 class ProgramStore:
