@@ -1,11 +1,29 @@
-"""Shared fixtures. Kept minimal: only what the kernel tests need to find the `cancho` kernel."""
+"""Shared fixtures: the `cancho` kernel for the kernel tests, and a build cache of the run's own."""
 
 from __future__ import annotations
 
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 import pytest
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Builds the suite caches go to a directory of this run (inherited by the kernels and CLIs
+    the tests start), not into the user's ~/.cache, and are removed at the end."""
+    if "CANCHO_CACHE_DIR" not in os.environ:
+        config._cancho_cache_dir = tempfile.mkdtemp(prefix="cancho-test-cache-")  # type: ignore[attr-defined]
+        os.environ["CANCHO_CACHE_DIR"] = config._cancho_cache_dir  # type: ignore[attr-defined]
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    path = getattr(config, "_cancho_cache_dir", None)
+    if path is not None:
+        os.environ.pop("CANCHO_CACHE_DIR", None)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 @pytest.fixture(scope="session")
