@@ -46,7 +46,7 @@ dir_list dir_next dir_stat dir_open_new dir_open_append dir_rename dir_remove di
 dir_list_close""")
 _add(7, """float_of_bits exec_spawn exec_spawn_in child_wait child_kill pipe_open pipe_read
 pipe_write pipe_nonblocking pipe_close child_end_close poller_add_pipe poller_add_child dir_mode
-dir_own_mode dir_rename_new hw_aes_gcm aes_encrypt_block ghash_update""")
+dir_own_mode dir_rename_new hw_aes_gcm aes_encrypt_block ghash_update mul_wide add_carry sub_borrow""")
 _add(8, "load_le64 byte_mask64 trailing_zeros leading_zeros popcount")
 
 # Prelude type names (capabilities, handles, result enums, scalars) and their editions.
@@ -118,6 +118,10 @@ SIGNATURES: dict[str, str] = {
     "index_of_byte": "fn index_of_byte[&t](text: &t [byte], b: byte) -> [] int",
     "load_le64": "fn load_le64[&t](text: &t [byte], at: int) -> [] int",
     "byte_mask64": "fn byte_mask64[&t](text: &t [byte], at: int, b: byte) -> [] int",
+    # Words read as unsigned 64-bit integers; a carry or borrow in counts when nonzero.
+    "mul_wide": "fn mul_wide(a: int, b: int) -> [] (int, int)",
+    "add_carry": "fn add_carry(a: int, b: int, carry_in: int) -> [] (int, int)",
+    "sub_borrow": "fn sub_borrow(a: int, b: int, borrow_in: int) -> [] (int, int)",
 }
 
 # Builtins checked at the call site (builtin_calls.py) rather than through a signature.

@@ -522,6 +522,24 @@ def _byte_mask64(args: list, e: ast.Call) -> int:
     return wrap(sum(1 << k for k, x in enumerate(window) if x == b))
 
 
+@EVALUATIONS.register("mul_wide")
+def _mul_wide(args: list, e: ast.Call) -> tuple[int, int]:
+    p = (args[0] & MASK64) * (args[1] & MASK64)
+    return wrap(p >> 64), wrap(p)
+
+
+@EVALUATIONS.register("add_carry")
+def _add_carry(args: list, e: ast.Call) -> tuple[int, int]:
+    total = (args[0] & MASK64) + (args[1] & MASK64) + (args[2] != 0)
+    return wrap(total), total >> 64
+
+
+@EVALUATIONS.register("sub_borrow")
+def _sub_borrow(args: list, e: ast.Call) -> tuple[int, int]:
+    diff = (args[0] & MASK64) - (args[1] & MASK64) - (args[2] != 0)
+    return wrap(diff), int(diff < 0)
+
+
 def _byte_of(n: int) -> int:
     if not 0 <= n <= 255:
         raise Trap(f"`byte_of({n})` is outside 0..255")

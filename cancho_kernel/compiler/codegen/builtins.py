@@ -229,6 +229,40 @@ class BuiltinLowering:
     def bi_popcount(self, e, args):
         return self._bit_intrinsic("ctpop", args[0], poison_flag=False)
 
+    # ------------------------------------------------------------ wide words (edition 7)
+
+    def _word_pair(self, e: ast.Call, first: ir.Value, second: ir.Value) -> ir.Value:
+        """The `(int, int)` result of a wide-word builtin, in the tuple's own layout."""
+        return self.gen.agg.build_record(self.gen.ty(e), [first, second])
+
+    @LOWERINGS.register("mul_wide")
+    def bi_mul_wide(self, e, args):
+        """The exact unsigned 128-bit product as (hi, lo): one `mul i128`, which never traps."""
+        b = self.b
+        i128 = ir.IntType(128)
+        p = b.mul(b.zext(args[0], i128), b.zext(args[1], i128))
+        hi = b.trunc(b.lshr(p, ir.Constant(i128, 64)), I64)
+        return self._word_pair(e, hi, b.trunc(p, I64))
+
+    def _with_overflow(self, op: str, x: ir.Value, y: ir.Value) -> tuple[ir.Value, ir.Value]:
+        full = f"llvm.{op}.with.overflow.i64"
+        f = self.rt.module.globals.get(full)
+        if f is None:
+            f = ir.Function(self.rt.module, ir.FunctionType(ir.LiteralStructType([I64, I1]), [I64, I64]), name=full)
+        r = self.b.call(f, [x, y])
+        return self.b.extract_value(r, 0), self.b.extract_value(r, 1)
+
+    @LOWERINGS.register("add_carry", "sub_borrow")
+    def bi_carry_chain(self, e, args):
+        """a +/- b +/- (carry != 0) on unsigned words, as (low word, carry or borrow out 0/1);
+        the two overflow bits cannot both be set, so `or` is their sum."""
+        b = self.b
+        op = "uadd" if e.callee.name == "add_carry" else "usub"
+        first, o1 = self._with_overflow(op, args[0], args[1])
+        carry = b.zext(b.icmp_unsigned("!=", args[2], ir.Constant(I64, 0)), I64)
+        word, o2 = self._with_overflow(op, first, carry)
+        return self._word_pair(e, word, b.zext(b.or_(o1, o2), I64))
+
     # ------------------------------------------------------------ slices and memory moves
 
     @LOWERINGS.register("copy_within")
