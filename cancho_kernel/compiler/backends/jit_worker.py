@@ -119,10 +119,10 @@ class CacheBounds:
     :class:`ProgramCache` and ``max_bytes`` of what their engines hold
     (:attr:`mcjit.Compiled.size_bytes`); ``retire_bytes`` of private memory for the whole worker.
 
-    Why both, and why these defaults (16 programs, 64 MiB; retire at 256 MiB): a run forks the worker, and a fork
-    costs the page tables of the worker's private memory, so the cache must stay small to keep
-    runs cheap; an engine built from object code holds ~40 KiB for a std-importing cell, so the
-    count bound is the one a notebook meets, and the byte bound stops a few huge programs."""
+    Why these defaults (16 programs, 64 MiB; retire at 256 MiB): a run forks the worker, and a
+    fork costs the page tables of the worker's private memory, so the cache must stay small to
+    keep runs cheap; an engine built from object code holds ~40 KiB for a std-importing cell, so
+    the count bound is the one a notebook meets, and the byte bound stops a few huge programs."""
 
     programs: int = 16
     max_bytes: int = 64 * 1024 * 1024
