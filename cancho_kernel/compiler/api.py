@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from .backends.jit import JitWorker
     from .backends.process import RunResult
     from .cache import BuildCache
+    from .modcache import ModuleCache
     from .run import RunRequest
 
 
@@ -46,6 +47,7 @@ class CompileResult:
     ir: str | None = None
     program: object = None
     timings: dict[str, float] = field(default_factory=dict)
+    reused: bool = False  # answered by a module cache: the same program was compiled before
 
     @property
     def ok(self) -> bool:
@@ -136,12 +138,13 @@ def load_sources(paths: list[str | Path]) -> list[SourceFile]:
     return [SourceFile.from_path(p) for p in paths]
 
 
-def check_sources(sources: list[SourceFile]) -> CheckResult:
-    """Parse and check a program made of these files."""
+def check_sources(sources: list[SourceFile], cache: ModuleCache | None = None) -> CheckResult:
+    """Parse and check a program made of these files (``cache``: std modules parsed and checked
+    once, ``modcache.py``)."""
     from .check.program import check_program
 
     try:
-        diags, program = run_deep(lambda: check_program(sources))
+        diags, program = run_deep(lambda: check_program(sources, cache))
     except Exception as e:  # our bug, never the user's: report it, never crash the caller
         return CheckResult([internal_error(e, sources)])
     return CheckResult(sort_diagnostics(diags), program if not diags else None)
@@ -160,7 +163,7 @@ def parse_source(source: SourceFile):
     return run_deep(lambda: parse_file(source))
 
 
-def check_files(files: list, hint: str | None = None) -> CheckResult:
+def check_files(files: list, hint: str | None = None, cache: ModuleCache | None = None) -> CheckResult:
     """Check a program given as already-parsed files (std modules are added on import).
 
     The kernel uses this to check a session: synthetic `ast.File`s whose items keep spans into
@@ -170,8 +173,8 @@ def check_files(files: list, hint: str | None = None) -> CheckResult:
 
     def check() -> tuple[list[Diagnostic], object]:
         diags: list[Diagnostic] = []
-        parsed = add_std_imports(files, diags)
-        return check_parsed(parsed, diags, hint)
+        parsed = add_std_imports(files, diags, cache)
+        return check_parsed(parsed, diags, hint, cache)
 
     try:
         diags, program = run_deep(check)
@@ -180,33 +183,60 @@ def check_files(files: list, hint: str | None = None) -> CheckResult:
     return CheckResult(sort_diagnostics(diags), program if not diags else None)
 
 
-def compile_sources(sources: list[SourceFile]) -> CompileResult:
-    """Check, then lower to LLVM IR text. A failure of our own becomes an `internal` diagnostic."""
-    return run_deep(lambda: _compile(lambda: check_sources(sources), sources))
+def compile_sources(sources: list[SourceFile], cache: ModuleCache | None = None) -> CompileResult:
+    """Check, then lower to LLVM IR text. A failure of our own becomes an `internal` diagnostic.
+    With ``cache``: std modules are parsed and checked once, and an accepted program's result is
+    kept by content, so the same program again skips check and lower (``reused``)."""
+    from .check.program import parse_all
+
+    def parse(diags: list[Diagnostic]) -> list:
+        return parse_all(sources, diags, cache=cache)
+
+    return run_deep(lambda: _compile(parse, sources[0].path if sources else None, cache, sources))
 
 
-def compile_files(files: list, hint: str | None = None) -> CompileResult:
-    """`check_files`, then lower to LLVM IR text."""
-    return run_deep(lambda: _compile(lambda: check_files(files, hint), []))
+def compile_files(files: list, hint: str | None = None, cache: ModuleCache | None = None) -> CompileResult:
+    """`check_files`, then lower to LLVM IR text (``cache`` as for :func:`compile_sources`)."""
+    from .check.program import add_std_imports
+
+    return run_deep(lambda: _compile(lambda diags: add_std_imports(files, diags, cache), hint, cache, []))
 
 
-def _compile(check, sources: list[SourceFile]) -> CompileResult:
+def _compile(parse: Callable[[list[Diagnostic]], list], hint: str | None, cache: ModuleCache | None,
+             sources: list[SourceFile]) -> CompileResult:
     import time
 
+    from .check.program import check_parsed
+
     t0 = time.perf_counter()
-    checked = check()
+    diags: list[Diagnostic] = []
+    key = None
+    try:
+        parsed = parse(diags)
+        if cache is not None and not diags:
+            key = cache.program_key(parsed)
+            hit = cache.program(key)
+            if isinstance(hit, CompileResult):
+                return CompileResult([], hit.ir, hit.program, {"check": time.perf_counter() - t0, "lower": 0.0},
+                                     reused=True)
+        diags, program = check_parsed(parsed, diags, hint, cache)
+    except Exception as e:  # our bug, never the user's
+        diags, program = [internal_error(e, sources)], None
     t1 = time.perf_counter()
-    if not checked.ok:
-        return CompileResult(checked.diagnostics, timings={"check": t1 - t0})
+    if diags:
+        return CompileResult(sort_diagnostics(diags), timings={"check": t1 - t0})
     from .codegen.lower import lower_program
 
     try:
-        ir, diags = lower_program(checked.program)
+        ir, diags = lower_program(program)
     except Exception as e:
         ir, diags = None, [internal_error(e, sources)]
     t2 = time.perf_counter()
-    return CompileResult(sort_diagnostics(diags), ir if not diags else None, checked.program,
-                         {"check": t1 - t0, "lower": t2 - t1})
+    result = CompileResult(sort_diagnostics(diags), ir if not diags else None, program,
+                           {"check": t1 - t0, "lower": t2 - t1})
+    if cache is not None and key is not None and result.ok:
+        cache.put_program(key, result)
+    return result
 
 
 def run(request: RunRequest, worker: JitWorker | None = None,

@@ -60,12 +60,21 @@ def std_source(module: str) -> Optional[SourceFile]:
     return SourceFile(f"<std>/{p.name}", p.read_text(encoding="utf-8"))
 
 
-def build_modules(files: list[ast.File], diags: list[Diagnostic]) -> dict[str, ModuleScope]:
-    """Group files into modules, declare their items and bind their imports."""
+def build_modules(files: list[ast.File], diags: list[Diagnostic],
+                  given: Optional[dict[str, ModuleScope]] = None) -> dict[str, ModuleScope]:
+    """Group files into modules, declare their items and bind their imports.
+
+    ``given``: modules already resolved and checked (a module cache's), taken as they are, in
+    their files' place in the order; their files are not declared again."""
+    given = given or {}
     modules: dict[str, ModuleScope] = {}
     for f in files:
+        if f.module_name in given:
+            modules.setdefault(f.module_name, given[f.module_name])
+            continue
         modules.setdefault(f.module_name, ModuleScope(f.module_name)).files.append(f)
-    for m in modules.values():
+    fresh = [m for m in modules.values() if m.name not in given]
+    for m in fresh:
         for f in m.files:
             for item in f.items:
                 name = item.name.name
@@ -94,7 +103,7 @@ def build_modules(files: list[ast.File], diags: list[Diagnostic]) -> dict[str, M
                             f"`{name}` is already declared in this module", item.name.span))
                     continue
                 m.items[name] = ItemRef(kind, name, item, m.name, f)
-    for m in modules.values():
+    for m in fresh:
         for f in m.files:
             for imp in f.imports:
                 q = imp.qualifier.name

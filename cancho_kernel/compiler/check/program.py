@@ -12,6 +12,7 @@ from typing import Optional
 from .. import ast
 from ..diagnostics import Diagnostic, Refusal, Rule
 from ..parser import parse_file
+from ..modcache import CheckedModule, ModuleCache, ModuleKey, frozen, text_hash
 from ..resolve import ItemRef, ModuleScope, build_modules, std_source
 from ..source import SourceFile
 from . import effects as E
@@ -56,8 +57,9 @@ class CheckedProgram:
 
 
 def parse_all(sources: list[SourceFile], diags: list[Diagnostic],
-              parsed: Optional[list[ast.File]] = None) -> list[ast.File]:
-    """Parse the given files, then any `std.x` module they import that no file declares."""
+              parsed: Optional[list[ast.File]] = None, cache: Optional[ModuleCache] = None) -> list[ast.File]:
+    """Parse the given files, then any `std.x` module they import that no file declares (std
+    parses through ``cache`` when given: the same text is parsed once)."""
     files: list[ast.File] = list(parsed or [])
     for src in sources:
         f, ds = parse_file(src)
@@ -74,7 +76,7 @@ def parse_all(sources: list[SourceFile], diags: list[Diagnostic],
         if src is None:
             continue
         declared.add(name)
-        f, ds = parse_file(src)
+        f, ds = cache.parse(src) if cache is not None else parse_file(src)
         diags.extend(ds)
         if f is not None:
             files.append(f)
@@ -82,32 +84,52 @@ def parse_all(sources: list[SourceFile], diags: list[Diagnostic],
     return files
 
 
-def check_program(sources: list[SourceFile]) -> tuple[list[Diagnostic], Optional[CheckedProgram]]:
+def check_program(sources: list[SourceFile], cache: Optional[ModuleCache] = None
+                  ) -> tuple[list[Diagnostic], Optional[CheckedProgram]]:
     diags: list[Diagnostic] = []
-    files = parse_all(sources, diags)
-    return check_parsed(files, diags, sources[0].path if sources else None)
+    files = parse_all(sources, diags, cache=cache)
+    return check_parsed(files, diags, sources[0].path if sources else None, cache)
 
 
-def add_std_imports(files: list[ast.File], diags: list[Diagnostic]) -> list[ast.File]:
+def add_std_imports(files: list[ast.File], diags: list[Diagnostic],
+                    cache: Optional[ModuleCache] = None) -> list[ast.File]:
     """Parsed files plus the std modules they import (transitively) that no file declares."""
-    return parse_all([], diags, files)
+    return parse_all([], diags, files, cache)
 
 
-def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[str] = None
-                 ) -> tuple[list[Diagnostic], Optional[CheckedProgram]]:
-    """Check already-parsed files (the kernel builds them from a session's items)."""
-    modules = build_modules(files, diags)
+def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[str] = None,
+                 cache: Optional[ModuleCache] = None) -> tuple[list[Diagnostic], Optional[CheckedProgram]]:
+    """Check already-parsed files (the kernel builds them from a session's items).
+
+    With ``cache``, every std module whose text, edition, dependencies and compiler version
+    match a cached entry is taken as checked (its scope, signatures, type declarations, checked
+    functions and statics), so only the other modules are checked; the std modules this check
+    did do are stored when the program is accepted. Modules are visited in the same order
+    either way, so the checked program (and the IR) is the same with and without a cache.
+    """
+    std_files = std_candidates(files)
+    keys = std_module_keys(std_files, cache) if cache is not None else {}
+    reused = reusable_modules(keys, cache) if cache is not None else {}
+    files = [reused[f.module_name].file if f.module_name in reused else f for f in files]
+    modules = build_modules(files, diags, given={n: e.scope for n, e in reused.items()})
     prog = CheckedProgram(files, modules)
 
-    items = [it for m in modules.values() for it in m.items.values()]
+    def own_items(m: ModuleScope) -> list[ItemRef]:
+        return [] if m.name in reused else list(m.items.values())
+
+    items = [it for m in modules.values() for it in own_items(m)]
     tt = prog.types
-    for it in items:
-        if it.kind in ("struct", "enum"):
-            try:
-                it.sig = tt.declare(it, modules)
-            except Refusal as r:
-                diags.append(r.diagnostic)
-                it.sig = None
+    for m in modules.values():
+        if m.name in reused:
+            tt.decls.update(reused[m.name].type_decls)
+            continue
+        for it in own_items(m):
+            if it.kind in ("struct", "enum"):
+                try:
+                    it.sig = tt.declare(it, modules)
+                except Refusal as r:
+                    diags.append(r.diagnostic)
+                    it.sig = None
     cycles = check_type_cycles(tt.decls)
     tt.broken = set(cycles)
     diags.extend(r.diagnostic for r in cycles.values())
@@ -117,29 +139,35 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
                 tt.check_decl(it.sig)
             except Refusal as r:
                 diags.append(r.diagnostic)
-    for it in items:
-        try:
-            if it.kind in ("fn", "extern"):
-                it.sig = fn_signature(it, modules)
-                if it.kind == "extern":
-                    check_extern(it)
-                    prog.externs[it.key] = it
-            elif it.kind == "static":
-                it.sig = static_signature(it, modules)
-        except Refusal as r:
-            diags.append(r.diagnostic)
-            it.sig = None
+    for m in modules.values():
+        if m.name in reused:
+            prog.externs.update(reused[m.name].externs)
+        for it in own_items(m):
+            try:
+                if it.kind in ("fn", "extern"):
+                    it.sig = fn_signature(it, modules)
+                    if it.kind == "extern":
+                        check_extern(it)
+                        prog.externs[it.key] = it
+                elif it.kind == "static":
+                    it.sig = static_signature(it, modules)
+            except Refusal as r:
+                diags.append(r.diagnostic)
+                it.sig = None
 
-    for it in items:
-        if it.kind not in ("fn", "static") or it.sig is None:
-            continue
-        try:
-            d = check_fn(it, modules, prog)
-        except RecursionError:
-            d = Diagnostic(Rule.INTERNAL, f"`{it.name}` nests too deeply for the checker (tens of thousands of levels); "
-                           "split it into smaller expressions or functions", it.decl.name.span)
-        if d is not None:
-            diags.append(d)
+    for m in modules.values():
+        if m.name in reused:
+            prog.fns.update(reused[m.name].fns)
+        for it in own_items(m):
+            if it.kind not in ("fn", "static") or it.sig is None:
+                continue
+            try:
+                d = check_fn(it, modules, prog)
+            except RecursionError:
+                d = Diagnostic(Rule.INTERNAL, f"`{it.name}` nests too deeply for the checker (tens of thousands of levels); "
+                               "split it into smaller expressions or functions", it.decl.name.span)
+            if d is not None:
+                diags.append(d)
     if not diags:
         # Before codegen may monomorphise: refuse endless or explosive instantiation.
         bad = check_instantiation(prog.fns)
@@ -149,8 +177,74 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
         # Like the reference, `main`'s shape is judged once everything else has passed.
         diags.extend(check_main(modules, hint, prog))
     if not diags:
-        diags.extend(evaluate_statics(items, prog))
-    return diags, (prog if not diags else None)
+        diags.extend(evaluate_statics([it for m in modules.values() for it in m.items.values()], prog,
+                                      {k: v for e in reused.values() for k, v in e.statics.items()}))
+    if diags:
+        return diags, None
+    if cache is not None:
+        store_modules(cache, keys, reused, prog)
+    return diags, prog
+
+
+def std_candidates(files: list[ast.File]) -> dict[str, ast.File]:
+    """Modules made of exactly one file from the std library: the only ones a cache answers."""
+    by_module: dict[str, list[ast.File]] = {}
+    for f in files:
+        by_module.setdefault(f.module_name, []).append(f)
+    return {name: fs[0] for name, fs in by_module.items()
+            if name.startswith("std.") and len(fs) == 1 and fs[0].source.path.startswith("<std>/")}
+
+
+def std_module_keys(std_files: dict[str, ast.File], cache: ModuleCache) -> dict[str, ModuleKey]:
+    """The cache key of every std module whose imports are, transitively, std modules of this
+    program (a std module importing a module the user declared is never cached)."""
+    hashes = {name: text_hash(f.source.text) for name, f in std_files.items()}
+    keys: dict[str, ModuleKey] = {}
+    for name, f in std_files.items():
+        deps: dict[str, str] = {}
+        todo = [imp.dotted for imp in f.imports]
+        ok = True
+        while todo:
+            dep = todo.pop()
+            if dep in deps or dep == name:
+                continue
+            if dep not in std_files:
+                ok = False
+                break
+            deps[dep] = hashes[dep]
+            todo += [imp.dotted for imp in std_files[dep].imports]
+        if ok:
+            keys[name] = cache.module_key(name, f, deps)
+    return keys
+
+
+def reusable_modules(keys: dict[str, ModuleKey], cache: ModuleCache) -> dict[str, CheckedModule]:
+    """Cached modules whose dependencies are all cached too (an entry may outlive a dependency's)."""
+    found = {name: e for name, k in keys.items() if (e := cache.checked(k)) is not None}
+    changed = True
+    while changed:
+        changed = False
+        for name in list(found):
+            if any(dep not in found for dep, _ in found[name].key.deps):
+                del found[name]
+                changed = True
+    return found
+
+
+def store_modules(cache: ModuleCache, keys: dict[str, ModuleKey], reused: dict[str, CheckedModule],
+                  prog: CheckedProgram) -> None:
+    """Keep what an accepted program's check made of its cacheable std modules."""
+    for name, key in keys.items():
+        if name in reused:
+            continue
+        scope = prog.modules[name]
+        refs = list(scope.items.values())
+        cache.put_checked(CheckedModule(
+            key, scope.files[0], scope,
+            frozen({r.key: prog.types.decls[r.key] for r in refs if r.kind in ("struct", "enum")}),
+            frozen({r.key: prog.fns[r.key] for r in refs if r.key in prog.fns}),
+            frozen({r.key: r for r in refs if r.kind == "extern"}),
+            frozen({r.key: prog.statics[r.key] for r in refs if r.key in prog.statics})))
 
 
 def static_signature(it: ItemRef, modules: dict[str, ModuleScope]) -> FnSig:
@@ -167,13 +261,19 @@ def static_signature(it: ItemRef, modules: dict[str, ModuleScope]) -> FnSig:
     return FnSig(it.name, it.key, {}, [], {}, [], frozenset(), Ref(STATIC, False, Slice(elem)), "static", d)
 
 
-def evaluate_statics(items: list[ItemRef], prog: CheckedProgram) -> list[Diagnostic]:
-    """Run every static's body at compile time, in declaration order."""
+def evaluate_statics(items: list[ItemRef], prog: CheckedProgram, known: Optional[dict] = None
+                     ) -> list[Diagnostic]:
+    """Run every static's body at compile time, in declaration order (``known``: the values of
+    statics a cached module already evaluated, taken in their place in that order)."""
+    known = known or {}
     from ..layout import RuntimeLayout
     from .evaluate import Evaluator
     ev = Evaluator(prog.fns, prog.statics, RuntimeLayout(prog.types))
     for it in items:
         if it.kind != "static":
+            continue
+        if it.key in known:
+            prog.statics[it.key] = known[it.key]
             continue
         try:
             prog.statics[it.key] = ev.run_static(prog.fns[it.key])
