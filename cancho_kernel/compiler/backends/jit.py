@@ -147,6 +147,9 @@ class JitWorker:
         env.update(self._env)
         env["PYTHONPATH"] = os.pathsep.join(
             p for p in (package_root, env.get("PYTHONPATH", "")) if p)
+        # `python -m` puts the working directory (a notebook's, where `%%file` writes) first on
+        # the module path; never import from it (Python >= 3.11 honours this).
+        env["PYTHONSAFEPATH"] = "1"
         try:
             self._proc = subprocess.Popen(
                 [self._python, "-m", "cancho_kernel.compiler.backends.jit_worker",
