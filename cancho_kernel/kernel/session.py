@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from ..compiler import api, ast
 from ..compiler.diagnostics import Diagnostic
+from ..compiler.modcache import ModuleCache
 from ..compiler.source import SourceFile, Span
 from ..compiler.symbols import StdSymbols, declaration_text
 
@@ -120,6 +121,9 @@ class Session:
         # What completion and Shift+Tab know of std, parsed once per session (std never changes
         # under a running kernel, so %reset keeps it too).
         self.std_symbols = StdSymbols()
+        # Parsed and checked std modules and compiled programs, by content (compiler/modcache.py):
+        # an unchanged cell re-run skips check and lower. Content-keyed, so %reset keeps it.
+        self.module_cache = ModuleCache()
         self.reset()
 
     def reset(self) -> None:
@@ -176,7 +180,14 @@ class Session:
 
         has_main = main is not None or main_item is not None
         if compile and has_main:
-            res = api.compile_files(files, hint=source.path)
+            res = api.compile_files(files, hint=source.path, cache=self.module_cache)
+            if self.safe and res.ok and res.reused:
+                from ..cli import safe_mode_refusals
+
+                if safe_mode_refusals(res.program):
+                    # Refusals name declarations: compile afresh so they point into this cell,
+                    # not into the cell a cached program was compiled from.
+                    res = api.compile_files(files, hint=source.path)
             outcome = CellOutcome(source, list(res.diagnostics), ir=res.ir, timings=res.timings,
                                   program=res.program)
             if self.safe and not outcome.diagnostics and res.program is not None:
@@ -186,7 +197,7 @@ class Session:
                 if refusals:
                     outcome.diagnostics, outcome.ir = refusals, None
         else:
-            res = api.check_files(files, hint=source.path)
+            res = api.check_files(files, hint=source.path, cache=self.module_cache)
             outcome = CellOutcome(source, list(res.diagnostics), program=res.program)
         outcome.has_main = has_main
         outcome.edition = explicit_edition
