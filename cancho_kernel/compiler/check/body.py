@@ -453,7 +453,8 @@ class BodyChecker:
 
     def float_lit(self, e: ast.FloatLit) -> Type:
         if e.is_f32 and self.edition < 6:
-            fail(Rule.TYPE_MISMATCH, "`f32` literals need `edition 6;` or later", e.span)
+            fail(Rule.LITERAL_FORM, "an `f32` literal needs `edition 6;` or later: before it, `f32` is no type",
+                 e.span)
         return F32 if e.is_f32 else FLOAT
 
     def alloc(self, e: ast.Alloc) -> Type:

@@ -118,6 +118,13 @@ SIGNATURES: dict[str, str] = {
     "index_of_byte": "fn index_of_byte[&t](text: &t [byte], b: byte) -> [] int",
     "load_le64": "fn load_le64[&t](text: &t [byte], at: int) -> [] int",
     "byte_mask64": "fn byte_mask64[&t](text: &t [byte], at: int, b: byte) -> [] int",
+    "f32_of": "fn f32_of(x: float) -> [] f32",
+    "float_of32": "fn float_of32(x: f32) -> [] float",
+    "bits_of32": "fn bits_of32(x: f32) -> [] int",
+    "f32_of_bits": "fn f32_of_bits(n: int) -> [] f32",
+    "sqrt32": "fn sqrt32(x: f32) -> [] f32",
+    "f32_of_int": "fn f32_of_int(n: int) -> [] f32",
+    "int_of_f32": "fn int_of_f32(x: f32) -> [] int",
     # Words read as unsigned 64-bit integers; a carry or borrow in counts when nonzero.
     "mul_wide": "fn mul_wide(a: int, b: int) -> [] (int, int)",
     "add_carry": "fn add_carry(a: int, b: int, carry_in: int) -> [] (int, int)",

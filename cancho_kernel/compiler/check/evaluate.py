@@ -15,20 +15,23 @@ Scalar slices are held in `array`s, so the evaluator's memory is what the budget
 
 from __future__ import annotations
 
+import ctypes
 import math
 import struct
 import sys
 from array import array
 from dataclasses import dataclass
+from fractions import Fraction
 
 from .. import ast
 from ..diagnostics import Refusal, Rule
 from ..layout import ARENA_BYTES, RuntimeLayout
+from ..lexer import f32_bits_of
 from .builtins import EVALUATIONS
 from .checked import CheckedFn
 from .typed import CallKind, CallTarget, FnValue, Local, StaticRef
 from .consteval import Trap, int_binary, int_neg, wrap
-from .types import BOOL, BYTE, FLOAT, INT, STATIC, Region, Type
+from .types import BOOL, BYTE, F32, FLOAT, INT, STATIC, Region, Type
 
 FUEL = 5_000_000
 MASK64 = (1 << 64) - 1
@@ -313,6 +316,9 @@ class Evaluator:
             return int_binary(e.op, a, b)
         if t == FLOAT:
             return float_binary(e.op, a, b)
+        if t == F32:  # exact in binary64, so one rounding to binary32 is the f32 operation's
+            r = float_binary(e.op, a, b)
+            return to_f32(r) if isinstance(r, float) else r
         if e.op == "==":
             return a == b
         if e.op == "!=":
@@ -345,7 +351,8 @@ EXPR_EVALUATIONS = {
     ast.FieldAccess: Evaluator.member,
     ast.TupleIndex: Evaluator.member,
     ast.Unary: Evaluator.unary,
-    ast.FloatLit: lambda ev, e, fn: struct.unpack("<d", struct.pack("<Q", e.bits))[0],
+    ast.FloatLit: lambda ev, e, fn: (struct.unpack("<f", struct.pack("<I", e.bits))[0] if e.is_f32
+                                     else struct.unpack("<d", struct.pack("<Q", e.bits))[0]),
     ast.StrLit: Evaluator.str_lit,
     ast.SliceExpr: Evaluator.slice_expr,
     ast.AllocSlice: Evaluator.alloc_slice,
@@ -353,6 +360,12 @@ EXPR_EVALUATIONS = {
     ast.StructLit: lambda ev, e, fn: ([ev.expr(f.value, fn) for f in e.fields], [f.name.name for f in e.fields]),
     ast.VariantExpr: lambda ev, e, fn: (e.variant.name, tuple(ev.expr(a, fn) for a in (e.args or []))),
 }
+
+
+def to_f32(x: float) -> float:
+    """x rounded to binary32 (nearest, ties to even; past the largest finite is infinity), as
+    C's conversion does it; struct's "f" would refuse an out-of-range value instead."""
+    return ctypes.c_float(x).value
 
 
 def float_binary(op: str, a: float, b: float):
@@ -453,6 +466,50 @@ def _bits_of(args: list, e: ast.Call) -> int:
 @EVALUATIONS.register("float_of_bits")
 def _float_of_bits(args: list, e: ast.Call) -> float:
     return struct.unpack("<d", struct.pack("<q", args[0]))[0]
+
+
+@EVALUATIONS.register("f32_of")
+def _f32_of(args: list, e: ast.Call) -> float:
+    return to_f32(args[0])
+
+
+@EVALUATIONS.register("float_of32")
+def _float_of32(args: list, e: ast.Call) -> float:
+    return args[0]  # an f32 is held as the double it widens to exactly
+
+
+@EVALUATIONS.register("bits_of32")
+def _bits_of32(args: list, e: ast.Call) -> int:
+    x = args[0]
+    if math.isnan(x):
+        return 0x7FC00000
+    return struct.unpack("<I", struct.pack("<f", x))[0]
+
+
+@EVALUATIONS.register("f32_of_bits")
+def _f32_of_bits(args: list, e: ast.Call) -> float:
+    return struct.unpack("<f", struct.pack("<I", args[0] & 0xFFFFFFFF))[0]
+
+
+@EVALUATIONS.register("sqrt32")
+def _sqrt32(args: list, e: ast.Call) -> float:
+    return to_f32(_sqrt(args, e))  # the double root rounds to the correctly rounded f32 one
+
+
+@EVALUATIONS.register("f32_of_int")
+def _f32_of_int(args: list, e: ast.Call) -> float:
+    n = args[0]
+    bits = f32_bits_of(Fraction(abs(n)))  # one rounding from the integer, never through binary64
+    x = struct.unpack("<f", struct.pack("<I", bits))[0]
+    return -x if n < 0 else x
+
+
+@EVALUATIONS.register("int_of_f32")
+def _int_of_f32(args: list, e: ast.Call) -> int:
+    x = args[0]
+    if math.isnan(x) or x >= 2.0 ** 63 or x <= -(2.0 ** 63):
+        raise Trap(f"`int_of_f32({x})` is out of range")
+    return int(x)
 
 
 @EVALUATIONS.register("trap")

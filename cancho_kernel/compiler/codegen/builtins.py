@@ -15,13 +15,14 @@ from llvmlite import ir
 from .. import ast
 from ..check.builtins import LOWERINGS
 from ..check.types import Slice
-from .layout import DOUBLE, I1, I8, I32, I64, PTR, SLICE
+from .layout import DOUBLE, FLOATT, I1, I8, I32, I64, PTR, SLICE
 
 TWO63 = 9223372036854775808.0
 # glibc's FILE layout is part of its ABI (the getc_unlocked macro in <stdio.h> reads it).
 GLIBC_STDIO = platform.system() == "Linux" and platform.libc_ver()[0] == "glibc" \
     and struct.calcsize("P") == 8
 CANONICAL_NAN = 0x7FF8000000000000
+CANONICAL_NAN32 = 0x7FC00000
 
 
 if TYPE_CHECKING:
@@ -206,6 +207,45 @@ class BuiltinLowering:
     @LOWERINGS.register("float_of_bits")
     def bi_float_of_bits(self, e, args):
         return self.b.bitcast(args[0], DOUBLE)
+
+    # ------------------------------------------------------------ f32 (edition 6)
+
+    @LOWERINGS.register("f32_of")
+    def bi_f32_of(self, e, args):
+        return self.b.fptrunc(args[0], FLOATT)  # nearest, ties to even; too large is infinity
+
+    @LOWERINGS.register("float_of32")
+    def bi_float_of32(self, e, args):
+        return self.b.fpext(args[0], DOUBLE)  # exact
+
+    @LOWERINGS.register("bits_of32")
+    def bi_bits_of32(self, e, args):
+        b, x = self.b, args[0]
+        bits = b.select(b.fcmp_unordered("uno", x, x), ir.Constant(I32, CANONICAL_NAN32), b.bitcast(x, I32))
+        return b.zext(bits, I64)
+
+    @LOWERINGS.register("f32_of_bits")
+    def bi_f32_of_bits(self, e, args):
+        return self.b.bitcast(self.b.trunc(args[0], I32), FLOATT)
+
+    @LOWERINGS.register("sqrt32")
+    def bi_sqrt32(self, e, args):
+        f = self.rt.module.declare_intrinsic("llvm.sqrt", [FLOATT])
+        return self.b.call(f, [args[0]])
+
+    @LOWERINGS.register("f32_of_int")
+    def bi_f32_of_int(self, e, args):
+        return self.b.sitofp(args[0], FLOATT)  # one rounding, from the integer
+
+    @LOWERINGS.register("int_of_f32")
+    def bi_int_of_f32(self, e, args):
+        """`truncate`'s three traps at f32: NaN, at or above 2^63, at or below -2^63."""
+        b, x = self.b, args[0]
+        bad = b.or_(b.fcmp_unordered("uno", x, x),
+                    b.or_(b.fcmp_ordered(">=", x, ir.Constant(FLOATT, TWO63)),
+                          b.fcmp_ordered("<=", x, ir.Constant(FLOATT, -TWO63))))
+        self.gen.trap_if(bad)
+        return b.fptosi(x, I64)
 
     # ------------------------------------------------------------ bits (edition 8)
 
