@@ -130,14 +130,18 @@ def test_one_students_file_is_not_visible_to_another(hub, kernels):
     assert r.status_code in (302, 403, 404) and "42" not in r.text
 
 
-@pytest.mark.xfail(strict=True, reason="all students share one Unix user, and safe mode does not bound the "
-                                       "paths a program computes: a program with Fs can read another "
-                                       "student's file by absolute path (docs/teaching.md, Limits)")
 def test_a_program_cannot_read_another_students_file(hub, kernels):
+    """All students share one Unix user and a program with Fs computes its own paths: safe mode
+    confines every run to the student's directory (Landlock; tests/test_confine.py), so bob's
+    program gets fs_read's -1 for alice's file, while it still reads its own."""
     secret = hub.home("alice") / "diary.txt"
     secret.write_text("alice's diary\n")
     r = kernels["bob"].execute(read_file_program(str(secret)))
     assert "diary" not in r.text()
+    own = hub.home("bob") / "notes.txt"
+    own.write_text("bob's notes\n")
+    r = kernels["bob"].execute(read_file_program(str(own)))
+    assert r.text() == "bob's notes\n", r.outputs
 
 
 def test_only_the_cancho_kernel_and_no_terminal(hub):

@@ -7,7 +7,9 @@ a run cancels it (the program's process group is killed) and the cell reports an
 named ``KeyboardInterrupt``; the session's items are kept.
 
 Safe mode (``CanchoKernel.safe_mode = True`` in the Jupyter config, or ``CANCHO_SAFE=1`` in the
-kernel's environment) is fixed when the kernel starts: see :mod:`directives` and README.
+kernel's environment) is fixed when the kernel starts: see :mod:`directives` and README. In safe
+mode every program is confined on disk to the notebook's directory (Landlock, confine.py); where
+Linux has no Landlock the kernel logs it and says so in the first cell's output.
 
 Nothing outlives the kernel: runs are supervised by the exe launcher or the JIT worker, which
 kill every descendant of a run when it ends and when the kernel goes (the launcher dies with
@@ -18,6 +20,7 @@ signal; directories a SIGKILLed kernel left are removed when the next kernel sta
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import signal
@@ -32,6 +35,7 @@ from traitlets import Bool
 
 from .. import __version__
 from ..cli import safe_from_env
+from ..compiler.backends import confine
 from ..compiler.backends.process import SAFE_CAPS, remove_stale_dirs
 from . import completion, directives
 from . import presentation as P
@@ -121,7 +125,11 @@ class CanchoKernel(Kernel):
         remove_stale_dirs()  # what a kernel killed by SIGKILL left behind
         self.cancho_session = Session(safe=safe)
         self.settings = Settings(safe=safe, root=Path.cwd().resolve())
-        self.runner = Runner(caps=SAFE_CAPS if safe else None)
+        plan = confine.plan_for(self.settings.root) if safe else None
+        if plan is not None and plan.warning:
+            self.log.warning("%s", plan.warning.strip())
+        self.runner = Runner(caps=dataclasses.replace(SAFE_CAPS, confine=plan.confine) if plan else None,
+                             notice=plan.warning if plan else None)
         self.runner.warm_up()
         self._history: list[tuple[int, int, str, str | None]] = []
         self._setup_comms()
@@ -182,6 +190,8 @@ class CanchoKernel(Kernel):
                          allow_stdin=False, *, cell_meta=None, cell_id=None):
         ctx = CellContext(self, silent)
         t0 = time.perf_counter()
+        if not silent and (notice := self.runner.take_notice()):
+            ctx.stream("stderr", notice)
         try:
             directives.execute(ctx, code, f"cell[{self.execution_count}]")
         except KeyboardInterrupt:

@@ -40,11 +40,15 @@ class RunOutcome:
 
 class Runner:
     """Owns the JIT worker; runs one program at a time. With ``caps`` (safe mode) every run's
-    limits are brought within them, whoever asked for the run (a bench too). ``cache`` is the
-    exe backend's build cache (by default the user's: ``compiler/cache.py``)."""
+    limits are brought within them, whoever asked for the run (a bench too), and with
+    ``caps.confine`` every run is confined on disk. ``cache`` is the exe backend's build cache
+    (by default the user's: ``compiler/cache.py``). ``notice``: what the user must be told once
+    about how runs are made (safe mode without Landlock), until :meth:`take_notice`."""
 
-    def __init__(self, caps: LimitCaps | None = None, cache: BuildCache | None = None) -> None:
+    def __init__(self, caps: LimitCaps | None = None, cache: BuildCache | None = None,
+                 notice: str | None = None) -> None:
         self.caps = caps
+        self._notice = notice
         self.cache = cache if cache is not None else BuildCache.from_env()
         self.worker = JitWorker()
         self._warm_thread: threading.Thread | None = None
@@ -74,6 +78,11 @@ class Runner:
         except Exception:
             pass
 
+    def take_notice(self) -> str | None:
+        """The pending notice, once (the kernel shows it in the first cell's output)."""
+        notice, self._notice = self._notice, None
+        return notice
+
     def bounded(self, limits: RunLimits) -> RunLimits:
         """``limits`` within the caps (unchanged without caps)."""
         return self.caps.bound(limits) if self.caps is not None else limits
@@ -81,7 +90,15 @@ class Runner:
     def run_blocking(self, req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
         """Run in the calling thread. Raises :class:`RunFailed`."""
         req = dataclasses.replace(req, limits=self.bounded(req.limits))
-        return run_program(req, self.worker, cancel, self.cache)
+        return run_program(self.confinable(req), self.worker, cancel, self.cache)
+
+    def confinable(self, req: RunRequest) -> RunRequest:
+        """``req`` on a backend that honours its confinement: a JIT worker that cannot confine
+        its children (``JitWorker.confines`` false) hands a confined run to the exe launcher,
+        which prints the same bytes (kernel.md §2.2), rather than run it unconfined."""
+        if req.limits.confine is None or req.backend != "jit" or getattr(self.worker, "confines", False):
+            return req
+        return dataclasses.replace(req, backend="exe")
 
     def run(self, req: RunRequest) -> RunOutcome:
         """Run in a helper thread and wait; an interrupt (KeyboardInterrupt in this thread)

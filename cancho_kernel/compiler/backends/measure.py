@@ -14,6 +14,8 @@ resource limits, and no process that outlives the run.
   supervisor stops a run) kills the program, sweeps, and ends as if the program died by SIGKILL.
   The launcher dies with its supervisor (PR_SET_PDEATHSIG -> SIGTERM, so it sweeps first) and
   the program dies with the launcher (PR_SET_PDEATHSIG -> SIGKILL).
+* **Confinement (safe mode).** Given roots, the program is confined to them on disk with
+  Landlock (confine.py) after `fork`, before `execv`; if that fails it does not run.
 * **No file left behind.** Given a path to clean up, it removes that file and its directory as
   soon as the program has been exec'd, so even a supervisor killed by SIGKILL leaves nothing.
 
@@ -35,6 +37,9 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
+from .confine import C_SOURCE as CONFINE_C_SOURCE
+from .confine import Confinement, launcher_args as confine_args
+
 REPORT_FD = 3
 
 SOURCE = r"""
@@ -51,12 +56,14 @@ SOURCE = r"""
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
-
-/* argv: launcher PARENT GROUP AS CPU NPROC CLEANUP PROGRAM ARGV0 ARGS...
+""" + CONFINE_C_SOURCE + r"""
+/* argv: launcher PARENT GROUP AS CPU NPROC CLEANUP CONFINE [ROOTS...] PROGRAM ARGV0 ARGS...
    PARENT   the supervisor's pid: the launcher gets SIGTERM when it dies ("-": none)
    GROUP    "1": the program leads its own process group; "0": it stays in ours (a terminal)
    AS CPU NPROC  RLIMIT_AS bytes, RLIMIT_CPU seconds, RLIMIT_NPROC for the program ("-": none)
    CLEANUP  a file removed, with its directory, once the program runs ("-": none)
+   CONFINE  "-": not confined; else K, then K roots for cancho_confine (confine.py): the
+            program reaches only those on disk (Landlock), or does not run at all
    Descriptor 3 receives one line: "status utime_us stime_us maxrss_kib". */
 
 static volatile sig_atomic_t target = 0;   /* what a stop request kills: pid, or -pgid */
@@ -109,7 +116,11 @@ static int set_limit(int resource, const char *text, int slack) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 9) return 127;
+    if (argc < 10) return 127;
+    int nroots = strcmp(argv[7], "-") == 0 ? 0 : atoi(argv[7]);
+    if (nroots < 0 || argc < 10 + nroots) return 127;
+    char **roots = argv + 8;
+    char **program = argv + 8 + nroots;  /* PROGRAM ARGV0 ARGS... */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;
@@ -156,10 +167,18 @@ int main(int argc, char **argv) {
             dprintf(2, "cannot set the run's limits: %s\n", strerror(errno));
             _exit(127);
         }
-        execv(argv[7], argv + 8);
+        if (strcmp(argv[7], "-") != 0) {
+            int r = cancho_confine(nroots, roots);
+            if (r != 0) {
+                dprintf(2, "cannot confine the program to its directories (Landlock): %s\n",
+                        strerror(-r));
+                _exit(127);
+            }
+        }
+        execv(program[0], program + 1);
         int e = errno;
         if (write(ready[1], &e, sizeof e) < 0) { /* nothing more to say */ }
-        dprintf(2, "cannot run %s: %s\n", argv[7], strerror(e));
+        dprintf(2, "cannot run %s: %s\n", program[0], strerror(e));
         _exit(127);
     }
     if (group) setpgid(pid, pid);  /* also here, so a stop request finds the group at once */
@@ -215,13 +234,15 @@ class LaunchLimits:
 
 def launcher_argv(launcher_path: str, program: str, argv: Sequence[str], *, parent: int | None,
                   own_group: bool, limits: LaunchLimits = LaunchLimits(),
-                  cleanup: str | None = None) -> list[str]:
-    """The launcher's command line for one program (see SOURCE for the positions)."""
+                  cleanup: str | None = None, confine: Confinement | None = None) -> list[str]:
+    """The launcher's command line for one program (see SOURCE for the positions).
+    ``confine``: the program reaches only those directories on disk (safe mode)."""
     def num(v: int | None) -> str:
         return "-" if v is None else str(int(v))
 
     return [launcher_path, num(parent), "1" if own_group else "0", num(limits.address_space),
-            num(limits.cpu_seconds), num(limits.processes), cleanup or "-", program, *argv]
+            num(limits.cpu_seconds), num(limits.processes), cleanup or "-",
+            *confine_args(confine), program, *argv]
 
 
 def _cache_dir() -> Path:

@@ -27,6 +27,7 @@ Rules every child gets, whichever backend runs it:
 from __future__ import annotations
 
 import ctypes
+import errno
 import fcntl
 import os
 import re
@@ -45,6 +46,7 @@ from enum import Enum
 from typing import Protocol
 
 from . import measure
+from .confine import Confinement
 
 # Signals a child must see at their default disposition even if this process ignores them.
 RESET_SIGNALS: tuple[int, ...] = (
@@ -150,7 +152,8 @@ class RunLimits:
     the worker's image, so the limit is that image plus ``memory``). ``cpu_seconds``:
     RLIMIT_CPU of the program (SIGXCPU when reached). ``processes``: how many processes the
     program may add to those its user already runs (RLIMIT_NPROC; Linux does not apply it to
-    root).
+    root). ``confine``: the directories the program may reach on disk (safe mode, Landlock:
+    confine.py); ``None`` leaves the disk as the user's.
     """
 
     timeout: float | None = 30.0
@@ -158,6 +161,7 @@ class RunLimits:
     memory: int | None = None
     cpu_seconds: int | None = None
     processes: int | None = None
+    confine: Confinement | None = None
 
     def nproc_limit(self) -> int | None:
         """The RLIMIT_NPROC value for ``processes`` more than the user runs now."""
@@ -168,13 +172,15 @@ class RunLimits:
 
 @dataclass(frozen=True)
 class LimitCaps:
-    """The most a run may be given (safe mode): every limit finite, none above these."""
+    """The most a run may be given (safe mode): every limit finite, none above these; with
+    ``confine``, every run is confined to those directories whatever it asked for."""
 
     timeout: float
     max_output: int
     memory: int
     cpu_seconds: int
     processes: int
+    confine: Confinement | None = None
 
     def violations(self, limits: RunLimits) -> list[str]:
         """What in ``limits`` is unlimited or above a cap, in words a user can act on."""
@@ -197,7 +203,8 @@ class LimitCaps:
                        max_output=low(limits.max_output, self.max_output),
                        memory=low(limits.memory, self.memory),
                        cpu_seconds=low(limits.cpu_seconds, self.cpu_seconds),
-                       processes=low(limits.processes, self.processes))
+                       processes=low(limits.processes, self.processes),
+                       confine=self.confine if self.confine is not None else limits.confine)
 
 
 # The limits a kernel run gets unless a cell or %limits says otherwise (README, %help).
@@ -692,11 +699,15 @@ def run_executable(path: str | os.PathLike, argv: Sequence[str] | None = None, s
             os.close(w)
             largv = measure.launcher_argv(
                 launcher, path, argv, parent=os.getpid(), own_group=own_group,
-                limits=_launch_limits(limits), cleanup=path if remove_after_start else None)
+                limits=_launch_limits(limits), cleanup=path if remove_after_start else None,
+                confine=_confinement_for(limits, path))
             pid = _spawn(launcher, largv, stdio, measure.LaunchLimits(), own_group,
                          extra=[(os.POSIX_SPAWN_DUP2, report_w, measure.REPORT_FD)])
             os.close(report_w)
             report_w = None
+        elif limits.confine is not None:
+            raise OSError(errno.ENOSYS, "a confined run needs the launcher, which needs a C "
+                          "compiler (cc)")
         else:
             pid = _spawn(path, argv, stdio, _launch_limits(limits), own_group)
         stdio.close_child_ends()
@@ -721,6 +732,14 @@ def run_executable(path: str | os.PathLike, argv: Sequence[str] | None = None, s
     return result_from(
         outcome, control.status, wall=(control.ended_at or time.monotonic()) - start,
         user=user, system=system, maxrss_kib=rss, timeout=limits.timeout, backend="exe")
+
+
+def _confinement_for(limits: RunLimits, path: str) -> Confinement | None:
+    """The run's confinement, with the directory holding the executable readable (it must be
+    read and executed to start)."""
+    if limits.confine is None:
+        return None
+    return limits.confine.with_readable(os.path.dirname(os.path.abspath(path)))
 
 
 def _read_report(fd: int) -> tuple[int, float, float, int] | None:
