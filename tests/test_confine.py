@@ -219,3 +219,43 @@ def test_confinement_roots_for_a_directory(tmp_path):
     assert f"w{tmp_path.resolve()}" in c.roots() and "r/usr" in c.roots()
     assert confine.launcher_args(None) == ["-"]
     assert confine.launcher_args(c)[0] == str(len(c.roots()))
+
+
+# -- where Linux has no Landlock --------------------------------------------------------------------
+
+NO_LANDLOCK_KERNEL = """
+import os
+from cancho_kernel.compiler.backends import confine
+confine.landlock_abi = lambda: 0  # as on Linux before 5.13
+os.environ["CANCHO_SAFE"] = "1"
+from cancho_kernel.kernel import CanchoKernel
+k = CanchoKernel()
+try:
+    print(k.runner.caps is not None, k.runner.caps.confine)
+    print(repr(k.runner.take_notice()))
+    print(k.runner.take_notice())
+finally:
+    k.runner.close()
+"""
+
+
+def test_a_safe_kernel_without_landlock_says_so_once(tmp_path):
+    """No silent pretence: the kernel keeps safe mode's other rules, runs unconfined, logs it and
+    has one notice for the first cell's output (kernel.py shows it as stderr)."""
+    import subprocess
+    import sys
+
+    r = subprocess.run([sys.executable, "-c", NO_LANDLOCK_KERNEL], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)
+    assert r.returncode == 0, r.stderr
+    caps, notice, again = r.stdout.splitlines()
+    assert caps == "True None"
+    assert "cannot confine programs" in notice and "Landlock" in notice
+    assert again == "None"
+    assert "Landlock" in r.stderr  # the kernel's log
+
+
+def test_a_plan_with_landlock_confines_the_notebook_directory(tmp_path):
+    plan = confine.plan_for(tmp_path)
+    assert plan.warning is None and plan.confine is not None
+    assert str(tmp_path.resolve()) in plan.confine.writable

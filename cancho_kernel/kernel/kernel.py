@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import fnmatch
+import logging
 import os
 import signal
 import sys
@@ -127,7 +128,7 @@ class CanchoKernel(Kernel):
         self.settings = Settings(safe=safe, root=Path.cwd().resolve())
         plan = confine.plan_for(self.settings.root) if safe else None
         if plan is not None and plan.warning:
-            self.log.warning("%s", plan.warning.strip())
+            (self.log or logging.getLogger(__name__)).warning("%s", plan.warning.strip())
         self.runner = Runner(caps=dataclasses.replace(SAFE_CAPS, confine=plan.confine) if plan else None,
                              notice=plan.warning if plan else None)
         self.runner.warm_up()
