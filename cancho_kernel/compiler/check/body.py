@@ -57,6 +57,13 @@ def arity_message(name: str, want: int, got: int) -> str:
             f"{'was' if got == 1 else 'were'} given")
 
 
+# The builtin that ends each handle (runtime.md §1): what a refusal to take one apart names.
+HANDLE_ENDERS = {
+    "File": "file_close", "Listener": "listener_close", "Conn": "conn_close", "Udp": "udp_close",
+    "Poller": "poller_close", "Dir": "dir_close", "DirList": "dir_list_close", "SignalWatch": "signals_close",
+    "Child": "child_wait", "Pipe": "pipe_close", "ChildEnd": "child_end_close",
+}
+
 class BodyChecker:
     """Checks one `fn` body against its signature."""
 
@@ -317,9 +324,9 @@ class BodyChecker:
         if isinstance(t, BoxT):
             fail(Rule.LINEAR_VALUE_TAKEN_APART, f"`{t}` cannot be taken apart: a box is ended by `unbox`", span)
         if isinstance(t, Handle):
-            ender = {"File": "file_close"}.get(t.name, "its own close")
             fail(Rule.LINEAR_VALUE_TAKEN_APART,
-                      f"`{t}` owns an open descriptor and is ended by `{ender}`; it cannot be taken apart", span)
+                 f"`{t}` owns an open descriptor and is ended by `{HANDLE_ENDERS.get(t.name, 'its close')}`, "
+                 "not by being taken apart", span)
         fail(Rule.CAPABILITY_MISUSED, f"`{t}` is a capability: it cannot be taken apart, only lent, narrowed or released",
                   span)
 
@@ -466,7 +473,10 @@ class BodyChecker:
 
     def struct_lit(self, e: ast.StructLit) -> Type:
         if e.qualifier is None and e.name.name in B.CAPABILITY_KINDS | B.HANDLE_TYPES | {"Split"}:
-            fail(Rule.CAPABILITY_MISUSED, f"`{e.name.name}` has no literal: capabilities come only from `split`", e.span)
+            n = e.name.name
+            origin = "`split`" if n in B.CAPABILITY_KINDS | {"Split"} else f"the builtin that opens a `{n}`"
+            fail(Rule.CAPABILITY_MISUSED, f"`{n}` is a capability and has no literal form: it comes only from {origin}",
+                 e.span)
         return self.agg.struct_lit(e)
 
     def alloc_slice(self, e: ast.AllocSlice) -> Type:

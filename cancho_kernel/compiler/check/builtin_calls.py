@@ -110,7 +110,7 @@ class BuiltinCalls:
             self.chk.record(a, Ref(STATIC, False, Slice(BYTE)))
             lits.append(a.value.decode("utf-8", "replace"))
         if len(lits) > 1 and t.kind not in ("Fs", "Exec"):
-            fail(Rule.CAPABILITY_NOT_NARROWABLE, "only `Fs` and `Exec` split into several children; for libraries write one list, e.g. `narrow(ffi, \"libc,libm\")`", e.span)
+            fail(Rule.CAPABILITY_NOT_NARROWABLE, several_children_refusal(t.kind, e.args[0], lits), e.span)
         path_like = t.kind in ("Fs", "Exec")
         if t.kind == "Signals":
             for lit, a in zip(lits, e.args[1:]):
@@ -127,7 +127,7 @@ class BuiltinCalls:
                 inside = lit.startswith(t.literal)
             if not inside:
                 why = " (a path prefix extends at a `/`)" if path_like and lit.startswith(t.literal) else ""
-                fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`{t}` cannot be narrowed to `\"{lit}\"`{why}", a.span)
+                fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`{t}` cannot be narrowed to `{lit}`{why}", a.span)
             if t.kind == "Ffi":
                 from .signatures import check_ffi_scope
                 check_ffi_scope(lit, a.span)
@@ -194,3 +194,13 @@ class BuiltinCalls:
             elif name == "int_of":
                 self.chk.fold(e, lambda: consts[0], call=True)
         return ret
+
+
+def several_children_refusal(kind: str, cap: ast.Expr, lits: list[str]) -> str:
+    """Why `narrow(c, "a", "b")` is refused for a capability other than `Fs` and `Exec`: `Ffi`
+    and `Signals` narrow to one list (the call to write instead is shown), the rest not at all."""
+    if kind in ("Ffi", "Signals"):
+        name = cap.name if isinstance(cap, ast.Name) else kind.lower()
+        joined = ",".join(lits)
+        return (f"`{kind}` narrows to one list, not into several children: write `narrow({name}, \"{joined}\")`")
+    return f"narrowing into several children is for `Fs` and `Exec`; `{kind}` is not supported there"
