@@ -4,6 +4,7 @@ A plain ``pip install`` already registers it (the wheel ships ``kernelspec/`` as
 ``share/jupyter/kernels/cancho``); this command is for editable installs, other prefixes and
 repairs. The spec's ``argv[0]`` is ``python``, which jupyter_client replaces with the interpreter
 that runs it (kernel.md §3.10) — so the kernel runs in whichever environment Jupyter runs in.
+``PYTHONSAFEPATH=1`` in its environment keeps the notebook's directory off ``sys.path``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,10 @@ KERNEL_JSON = {
     "language": "cancho",
     "interrupt_mode": "signal",
     "metadata": {"debugger": False},
+    # Python >= 3.11 puts no unsafe path (the notebook's directory, for `-m`) on sys.path: a
+    # `cancho_kernel.py` written beside a notebook is not what starts (nor the JIT worker, which
+    # inherits the environment). Python 3.10 ignores it (README: a shared server needs 3.11).
+    "env": {"PYTHONSAFEPATH": "1"},
 }
 
 

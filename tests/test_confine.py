@@ -259,3 +259,56 @@ def test_a_plan_with_landlock_confines_the_notebook_directory(tmp_path):
     plan = confine.plan_for(tmp_path)
     assert plan.warning is None and plan.confine is not None
     assert str(tmp_path.resolve()) in plan.confine.writable
+
+
+# -- no planted Python runs -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("safe", [True, False])
+def test_python_planted_in_the_notebook_directory_does_not_run(tmp_path, safe):
+    """A `%%file cancho_kernel.py` beside a notebook would be what `python -m cancho_kernel`
+    starts (and the JIT worker's `python -m cancho_kernel.compiler...` imports), since `-m` puts
+    the working directory first on sys.path. The kernelspec, as install.py writes it, sets
+    PYTHONSAFEPATH=1: a fresh kernel in that directory starts the real package."""
+    import subprocess
+    import sys
+    import uuid
+
+    from jupyter_client.kernelspec import KernelSpecManager
+    from jupyter_client.manager import KernelManager
+
+    from cancho_kernel.install import KERNEL_JSON
+
+    prefix = tmp_path / "prefix"
+    subprocess.run([sys.executable, "-m", "cancho_kernel.install", "--prefix", str(prefix)],
+                   check=True, stdout=subprocess.DEVNULL)
+    specs = KernelSpecManager(kernel_dirs=[str(prefix / "share/jupyter/kernels")])
+    assert specs.get_kernel_spec("cancho").env == KERNEL_JSON["env"] == {"PYTHONSAFEPATH": "1"}
+    notebook = tmp_path / "notebook"
+    notebook.mkdir()
+    marker = tmp_path / f"pwned-{uuid.uuid4().hex}"
+    planted = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('pwned')\n"
+    first = start(notebook, safe)
+    try:
+        for name in ("cancho_kernel.py", "ipykernel.py", "sitecustomize.py"):
+            assert run(first, f"%%file {name}\n{planted}").status == "ok"
+    finally:
+        first[1].stop_channels()
+        first[0].shutdown_kernel(now=True)
+    assert (notebook / "cancho_kernel.py").exists() and not marker.exists()
+
+    env = {k: v for k, v in os.environ.items() if k not in ("CANCHO_SAFE", "PYTHONSAFEPATH")}
+    if safe:
+        env["CANCHO_SAFE"] = "1"
+    km = KernelManager(kernel_name="cancho", kernel_spec_manager=specs)
+    km.start_kernel(env=env, cwd=str(notebook))
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=60)
+        cell = run((km, kc), "%%run --backend jit\n" + HELLO)  # the JIT worker has started
+        assert cell.status == "ok" and cell.stream("stdout") == "hello, world\n", cell.outputs
+        assert not marker.exists()
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
