@@ -29,7 +29,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from ..compiler.backends import native
 from ..compiler.backends.process import DEFAULT_RUN_LIMITS, SAFE_CAPS
 from ..compiler.diagnostics import RULES
 from ..compiler.source import SourceFile
@@ -402,6 +401,8 @@ def _ir(ctx: Context, args: str, body: Body) -> None:
     outcome, wanted = _compiled_for_listing(ctx, body, "%%ir")
     if outcome is None:
         return
+    from ..compiler.backends import native  # libLLVM's passes: only for a cell that asks
+
     full = native.optimized_ir(outcome.ir)
     shown = _filter_ir(full, wanted) or full
     ctx.display({"text/plain": shown.rstrip() + "\n"})
@@ -412,6 +413,8 @@ def _asm(ctx: Context, args: str, body: Body) -> None:
     outcome, wanted = _compiled_for_listing(ctx, body, "%%asm")
     if outcome is None:
         return
+    from ..compiler.backends import native
+
     full = native.emit_asm(outcome.ir)
     shown = _filter_asm(full, wanted) or full
     ctx.display({"text/plain": shown.rstrip() + "\n"})

@@ -18,7 +18,6 @@ import dataclasses
 import threading
 from dataclasses import dataclass
 
-from ..compiler.backends import native
 from ..compiler.backends.jit import JitWorker
 from ..compiler.backends.process import LimitCaps, RunLimits, RunResult
 from ..compiler.cache import BuildCache
@@ -57,7 +56,8 @@ class Runner:
     def warm_up(self) -> None:
         """In the background: start the JIT worker, load the compiler (a first compile imports and
         prepares ~0.2 s of modules and tables) and initialise LLVM here for the `exe` backend, so
-        the first cell does not wait for any of it."""
+        the first cell does not wait for any of it. (native is imported here, not at module
+        level, so that importing the kernel does not load libLLVM by itself.)"""
         def start() -> None:
             try:
                 self.worker_start_seconds = self.worker.start()
@@ -66,6 +66,7 @@ class Runner:
             try:
                 from .session import warm_compiler
                 warm_compiler()
+                from ..compiler.backends import native
                 native.ensure_initialised()
             except Exception:
                 pass
