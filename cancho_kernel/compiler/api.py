@@ -187,39 +187,61 @@ def compile_sources(sources: list[SourceFile], cache: ModuleCache | None = None)
     """Check, then lower to LLVM IR text. A failure of our own becomes an `internal` diagnostic.
     With ``cache``: std modules are parsed and checked once, and an accepted program's result is
     kept by content, so the same program again skips check and lower (``reused``)."""
-    from .check.program import parse_all
+    from .check.program import check_program, parse_all
 
-    def parse(diags: list[Diagnostic]) -> list:
-        return parse_all(sources, diags, cache=cache)
-
-    return run_deep(lambda: _compile(parse, sources[0].path if sources else None, cache, sources))
+    if cache is None:
+        return run_deep(lambda: _compile(lambda: check_program(sources), sources))
+    return run_deep(lambda: _compile_cached(lambda diags: parse_all(sources, diags, cache=cache),
+                                            sources[0].path if sources else None, cache, sources))
 
 
 def compile_files(files: list, hint: str | None = None, cache: ModuleCache | None = None) -> CompileResult:
     """`check_files`, then lower to LLVM IR text (``cache`` as for :func:`compile_sources`)."""
-    from .check.program import add_std_imports
+    from .check.program import add_std_imports, check_parsed
 
-    return run_deep(lambda: _compile(lambda diags: add_std_imports(files, diags, cache), hint, cache, []))
+    if cache is None:
+        def check() -> tuple[list[Diagnostic], object]:
+            diags: list[Diagnostic] = []
+            return check_parsed(add_std_imports(files, diags), diags, hint)
+
+        return run_deep(lambda: _compile(check, []))
+    return run_deep(lambda: _compile_cached(lambda diags: add_std_imports(files, diags, cache), hint, cache, []))
 
 
-def _compile(parse: Callable[[list[Diagnostic]], list], hint: str | None, cache: ModuleCache | None,
-             sources: list[SourceFile]) -> CompileResult:
+def _compile_cached(parse: Callable[[list[Diagnostic]], list], hint: str | None, cache: ModuleCache,
+                    sources: list[SourceFile]) -> CompileResult:
+    """Parse (std through the cache); answer a kept result for the same program content, or
+    check (cached std modules taken as checked) and lower, and keep an accepted result."""
     import time
 
     from .check.program import check_parsed
 
     t0 = time.perf_counter()
     diags: list[Diagnostic] = []
-    key = None
     try:
         parsed = parse(diags)
-        if cache is not None and not diags:
-            key = cache.program_key(parsed)
-            hit = cache.program(key)
-            if isinstance(hit, CompileResult):
-                return CompileResult([], hit.ir, hit.program, {"check": time.perf_counter() - t0, "lower": 0.0},
-                                     reused=True)
-        diags, program = check_parsed(parsed, diags, hint, cache)
+        key = cache.program_key(parsed) if not diags else None
+    except Exception as e:  # our bug, never the user's
+        return CompileResult([internal_error(e, sources)])
+    if key is not None:
+        hit = cache.program(key)
+        if isinstance(hit, CompileResult):
+            return CompileResult([], hit.ir, hit.program, {"check": time.perf_counter() - t0, "lower": 0.0},
+                                 reused=True)
+    result = _compile(lambda: check_parsed(parsed, diags, hint, cache), sources, t0)
+    if key is not None and result.ok:
+        cache.put_program(key, result)
+    return result
+
+
+def _compile(check: Callable[[], tuple[list[Diagnostic], object]], sources: list[SourceFile],
+             t0: float | None = None) -> CompileResult:
+    """Run ``check``; when it accepts, lower the checked program."""
+    import time
+
+    t0 = time.perf_counter() if t0 is None else t0
+    try:
+        diags, program = check()
     except Exception as e:  # our bug, never the user's
         diags, program = [internal_error(e, sources)], None
     t1 = time.perf_counter()
@@ -232,11 +254,8 @@ def _compile(parse: Callable[[list[Diagnostic]], list], hint: str | None, cache:
     except Exception as e:
         ir, diags = None, [internal_error(e, sources)]
     t2 = time.perf_counter()
-    result = CompileResult(sort_diagnostics(diags), ir if not diags else None, program,
-                           {"check": t1 - t0, "lower": t2 - t1})
-    if cache is not None and key is not None and result.ok:
-        cache.put_program(key, result)
-    return result
+    return CompileResult(sort_diagnostics(diags), ir if not diags else None, program,
+                         {"check": t1 - t0, "lower": t2 - t1})
 
 
 def run(request: RunRequest, worker: JitWorker | None = None,
