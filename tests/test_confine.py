@@ -312,3 +312,21 @@ def test_python_planted_in_the_notebook_directory_does_not_run(tmp_path, safe):
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_help_says_programs_are_confined(safe_kernel, place):
+    shown = run(safe_kernel, "%help").shown.replace("\n", " ")
+    assert f"confined on disk (Landlock) to {place / 'bob'}" in shown
+
+
+@pytest.mark.skipif(confine.landlock_abi() < 6, reason="signal scoping needs Landlock ABI 6")
+@pytest.mark.parametrize("confined", [False, True])
+def test_a_confined_program_cannot_signal_outside_its_run(place, confined):
+    """Everyone on a hub is one Unix user: without scoping a program could kill another
+    student's kernel. kill -0 on this (unconfined) process is refused when confined; signalling
+    its own child still works."""
+    limits = RunLimits(confine=confine.Confinement.for_directory(place / "bob") if confined else None)
+    out = run_executable("/bin/kill", ["kill", "-0", str(os.getpid())], limits=limits)
+    assert out.exit_status == (1 if confined else 0), out
+    own = run_executable("/bin/sh", ["sh", "-c", "sleep 5 & kill $! && echo killed-own"], limits=limits)
+    assert own.exit_status == 0 and own.stdout == b"killed-own\n", own

@@ -135,9 +135,20 @@ def safe_text(settings: "Settings | None") -> str:
                 "when the kernel starts).")
     return (f"Safe mode is ON: programs that reach foreign code (`extern fn`) are refused "
             f"[unsafe-in-safe-mode]; %%c and --cflags/--ldflags are refused; paths for %load, %%file, "
-            f"--stdin-file and file:PATH must be inside {settings.root}; limits may be lowered, not "
+            f"--stdin-file and file:PATH must be inside {settings.root}; {_confined_text(settings)}; "
+            f"limits may be lowered, not "
             f"raised beyond timeout {c.timeout:g} s, memory {_mib(c.memory)}, CPU {c.cpu_seconds} s, "
             f"{c.processes} processes, output {_mib(c.max_output)}.")
+
+
+def _confined_text(settings: "Settings") -> str:
+    """What safe mode does about the paths a program computes, on this machine."""
+    from ..compiler.backends import confine
+
+    if confine.available():
+        return (f"every program is confined on disk (Landlock) to {settings.root} and, read only, "
+                f"the system's libraries")
+    return "programs are NOT confined on disk here (this Linux has no Landlock)"
 
 
 def help_text(settings: "Settings | None" = None) -> str:

@@ -139,12 +139,21 @@ C_SOURCE = r"""
 #define CANCHO_LL_FILE_RIGHTS (CANCHO_LL_EXECUTE | CANCHO_LL_WRITE_FILE | CANCHO_LL_READ_FILE \
                                | CANCHO_LL_TRUNCATE | CANCHO_LL_IOCTL_DEV)
 
-struct cancho_ll_ruleset_attr { uint64_t handled_access_fs; };
+#define CANCHO_LL_SCOPE_ABSTRACT_UNIX_SOCKET (1ull << 0)
+#define CANCHO_LL_SCOPE_SIGNAL (1ull << 1)
+
+struct cancho_ll_ruleset_attr {
+    uint64_t handled_access_fs;
+    uint64_t handled_access_net;  /* ABI 4; left unhandled: the network is not confined */
+    uint64_t scoped;              /* ABI 6 */
+};
 struct cancho_ll_path_beneath { uint64_t allowed_access; int32_t parent_fd; }
     __attribute__((packed));
 
 /* Confine this process and all it will start to ROOTS ("w/path": everything beneath;
-   "r/path": read and execute beneath). A root that does not exist is skipped. Returns 0, or
+   "r/path": read and execute beneath). A root that does not exist is skipped. From ABI 6 it
+   may also signal, and connect to abstract Unix sockets of, only processes in its own
+   confinement (its own descendants), not the kernel's or another student's. Returns 0, or
    -errno (-ENOSYS / -EOPNOTSUPP: no Landlock here). */
 static int cancho_confine(int n, char *const *roots) {
     long abi = syscall(CANCHO_LL_CREATE, NULL, 0, CANCHO_LL_VERSION);
@@ -153,8 +162,13 @@ static int cancho_confine(int n, char *const *roots) {
     if (abi >= 2) handled |= CANCHO_LL_REFER;
     if (abi >= 3) handled |= CANCHO_LL_TRUNCATE;
     if (abi >= 5) handled |= CANCHO_LL_IOCTL_DEV;
-    struct cancho_ll_ruleset_attr attr = {handled};
-    int ruleset = (int)syscall(CANCHO_LL_CREATE, &attr, sizeof attr, 0);
+    struct cancho_ll_ruleset_attr attr = {handled, 0, 0};
+    size_t attr_size = sizeof attr.handled_access_fs;  /* what every ABI understands */
+    if (abi >= 6) {
+        attr.scoped = CANCHO_LL_SCOPE_ABSTRACT_UNIX_SOCKET | CANCHO_LL_SCOPE_SIGNAL;
+        attr_size = sizeof attr;
+    }
+    int ruleset = (int)syscall(CANCHO_LL_CREATE, &attr, attr_size, 0);
     if (ruleset < 0) return -errno;
     for (int i = 0; i < n; i++) {
         const char *root = roots[i];
