@@ -114,60 +114,9 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
     modules = build_modules(files, diags, given={n: e.scope for n, e in reused.items()})
     prog = CheckedProgram(files, modules)
 
-    def own_items(m: ModuleScope) -> list[ItemRef]:
-        return [] if m.name in reused else list(m.items.values())
-
-    items = [it for m in modules.values() for it in own_items(m)]
-    tt = prog.types
-    for m in modules.values():
-        if m.name in reused:
-            tt.decls.update(reused[m.name].type_decls)
-            continue
-        for it in own_items(m):
-            if it.kind in ("struct", "enum"):
-                try:
-                    it.sig = tt.declare(it, modules)
-                except Refusal as r:
-                    diags.append(r.diagnostic)
-                    it.sig = None
-    cycles = check_type_cycles(tt.decls)
-    tt.broken = set(cycles)
-    diags.extend(r.diagnostic for r in cycles.values())
-    for it in items:
-        if it.kind in ("struct", "enum") and it.sig is not None and it.key not in tt.broken:
-            try:
-                tt.check_decl(it.sig)
-            except Refusal as r:
-                diags.append(r.diagnostic)
-    for m in modules.values():
-        if m.name in reused:
-            prog.externs.update(reused[m.name].externs)
-        for it in own_items(m):
-            try:
-                if it.kind in ("fn", "extern"):
-                    it.sig = fn_signature(it, modules)
-                    if it.kind == "extern":
-                        check_extern(it)
-                        prog.externs[it.key] = it
-                elif it.kind == "static":
-                    it.sig = static_signature(it, modules)
-            except Refusal as r:
-                diags.append(r.diagnostic)
-                it.sig = None
-
-    for m in modules.values():
-        if m.name in reused:
-            prog.fns.update(reused[m.name].fns)
-        for it in own_items(m):
-            if it.kind not in ("fn", "static") or it.sig is None:
-                continue
-            try:
-                d = check_fn(it, modules, prog)
-            except RecursionError:
-                d = Diagnostic(Rule.INTERNAL, f"`{it.name}` nests too deeply for the checker (tens of thousands of levels); "
-                               "split it into smaller expressions or functions", it.decl.name.span)
-            if d is not None:
-                diags.append(d)
+    declare_types(modules, reused, prog, diags)
+    sign_items(modules, reused, prog, diags)
+    check_bodies(modules, reused, prog, diags)
     if not diags:
         # Before codegen may monomorphise: refuse endless or explosive instantiation.
         bad = check_instantiation(prog.fns)
@@ -184,6 +133,76 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
     if cache is not None:
         store_modules(cache, keys, reused, prog)
     return diags, prog
+
+
+def own_items(m: ModuleScope, reused: dict[str, CheckedModule]) -> list[ItemRef]:
+    """The items of a module this check must do (none for a module taken from the cache)."""
+    return [] if m.name in reused else list(m.items.values())
+
+
+def declare_types(modules: dict[str, ModuleScope], reused: dict[str, CheckedModule], prog: CheckedProgram,
+                  diags: list[Diagnostic]) -> None:
+    """Struct and enum declarations: resolved, cycle-checked and checked, or taken from the cache."""
+    tt = prog.types
+    for m in modules.values():
+        if m.name in reused:
+            tt.decls.update(reused[m.name].type_decls)
+            continue
+        for it in own_items(m, reused):
+            if it.kind in ("struct", "enum"):
+                try:
+                    it.sig = tt.declare(it, modules)
+                except Refusal as r:
+                    diags.append(r.diagnostic)
+                    it.sig = None
+    cycles = check_type_cycles(tt.decls)
+    tt.broken = set(cycles)
+    diags.extend(r.diagnostic for r in cycles.values())
+    for m in modules.values():
+        for it in own_items(m, reused):
+            if it.kind in ("struct", "enum") and it.sig is not None and it.key not in tt.broken:
+                try:
+                    tt.check_decl(it.sig)
+                except Refusal as r:
+                    diags.append(r.diagnostic)
+
+
+def sign_items(modules: dict[str, ModuleScope], reused: dict[str, CheckedModule], prog: CheckedProgram,
+               diags: list[Diagnostic]) -> None:
+    """Signatures of functions, externs and statics (a cached module's are already on its items)."""
+    for m in modules.values():
+        if m.name in reused:
+            prog.externs.update(reused[m.name].externs)
+        for it in own_items(m, reused):
+            try:
+                if it.kind in ("fn", "extern"):
+                    it.sig = fn_signature(it, modules)
+                    if it.kind == "extern":
+                        check_extern(it)
+                        prog.externs[it.key] = it
+                elif it.kind == "static":
+                    it.sig = static_signature(it, modules)
+            except Refusal as r:
+                diags.append(r.diagnostic)
+                it.sig = None
+
+
+def check_bodies(modules: dict[str, ModuleScope], reused: dict[str, CheckedModule], prog: CheckedProgram,
+                 diags: list[Diagnostic]) -> None:
+    """Every body, in module order; a cached module's checked functions are taken in its place."""
+    for m in modules.values():
+        if m.name in reused:
+            prog.fns.update(reused[m.name].fns)
+        for it in own_items(m, reused):
+            if it.kind not in ("fn", "static") or it.sig is None:
+                continue
+            try:
+                d = check_fn(it, modules, prog)
+            except RecursionError:
+                d = Diagnostic(Rule.INTERNAL, f"`{it.name}` nests too deeply for the checker (tens of thousands of levels); "
+                               "split it into smaller expressions or functions", it.decl.name.span)
+            if d is not None:
+                diags.append(d)
 
 
 def std_candidates(files: list[ast.File]) -> dict[str, ast.File]:
