@@ -253,7 +253,7 @@ def test_enum_variants_modules_and_directives(session, std):
     assert r["matches"] == ["Circle", "Dot"] and kinds(r)["Circle"] == "property"
     assert C.complete("Opened::F", 9, session, std)["matches"] == ["Failed"]
     r = C.complete("import std.f", 12, session, std)
-    assert r["matches"] == ["std.flags", "std.fmt"] and r["cursor_start"] == 7
+    assert r["matches"] == ["std.flags", "std.fmt", "std.fmt32"] and r["cursor_start"] == 7
     r = C.complete("%%ru", 4, session, std)
     assert kinds(r) == {"%%run": "magic"} and r["cursor_start"] == 0
 
