@@ -474,9 +474,10 @@ class BodyChecker:
     def struct_lit(self, e: ast.StructLit) -> Type:
         if e.qualifier is None and e.name.name in B.CAPABILITY_KINDS | B.HANDLE_TYPES | {"Split"}:
             n = e.name.name
-            origin = "`split`" if n in B.CAPABILITY_KINDS | {"Split"} else f"the builtin that opens a `{n}`"
-            fail(Rule.CAPABILITY_MISUSED, f"`{n}` is a capability and has no literal form: it comes only from {origin}",
-                 e.span)
+            if n in B.HANDLE_TYPES:
+                fail(Rule.CAPABILITY_MISUSED, f"`{n}` is a capability and has no literal form: it comes only from "
+                     f"the builtin that opens a `{n}`", e.span)
+            fail(Rule.CAPABILITY_MISUSED, f"`{n}` has no literal: capabilities come only from `split`", e.span)
         return self.agg.struct_lit(e)
 
     def alloc_slice(self, e: ast.AllocSlice) -> Type:
