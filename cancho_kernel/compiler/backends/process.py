@@ -17,6 +17,8 @@ Rules every child gets, whichever backend runs it:
   (PR_SET_PDEATHSIG);
 * the run's resource limits (address space, CPU seconds, processes) set in the child after
   ``fork``, never on the supervisor or the JIT worker;
+* in safe mode (``RunLimits.confine``) a Landlock confinement on disk, applied in the child after
+  ``fork`` and before the program runs (confine.py); a run that cannot be confined does not run;
 * default dispositions for SIGPIPE and friends (Python ignores SIGPIPE, and ignored signals
   survive ``exec``), so a write to a pipe whose reader left kills it with signal 13 as in a
   shell;
