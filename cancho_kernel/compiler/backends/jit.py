@@ -108,6 +108,10 @@ class JitWorker:
     compiled programs the worker keeps (:class:`jit_worker.ProgramCache`).
     """
 
+    # Runs whose limits carry a confinement are confined in the child (mcjit's C child, Landlock):
+    # the kernel's runner may hand them to this worker.
+    confines = True
+
     def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None,
                  cache: CacheBounds = CacheBounds()) -> None:
         self._python = python
@@ -284,7 +288,8 @@ class JitWorker:
         request = {"op": "run", "ir": ir_text, "argv": argv, "libs": list(libs),
                    "libdirs": list(libdirs), "memory": limits.memory,
                    "cpu": None if cpu is None else max(1, int(cpu)),
-                   "nproc": limits.nproc_limit()}
+                   "nproc": limits.nproc_limit(),
+                   "confine": None if limits.confine is None else limits.confine.roots()}
         with self._lock:
             control, outcome = self._run_once(request, stdin, target, limits, cancel)
             if (control.worker_died and not control.killed_worker

@@ -298,7 +298,7 @@ class Worker:
             pid = mcjit.spawn_program(compiled.main_address, msg["argv"], fd_map,
                                       msg.get("memory"), own_group=slots is not None,
                                       cpu_seconds=msg.get("cpu"), nproc=msg.get("nproc"),
-                                      python_child=self.python_child)
+                                      python_child=self.python_child, confine=msg.get("confine"))
         except OSError as exc:  # EAGAIN: the user's process limit, or no memory
             send_msg(self.sock, {"ev": "error", "kind": "internal",
                                  "message": f"cannot start the program: {exc}"})

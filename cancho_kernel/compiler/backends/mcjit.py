@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import fcntl
 import hashlib
 import os
@@ -49,6 +50,8 @@ from typing import NoReturn
 import llvmlite.binding as llvm
 
 from . import measure, native
+from .confine import C_SOURCE as CONFINE_C_SOURCE
+from .confine import encode_roots
 from .exe import LinkError
 from .process import RESET_SIGNALS
 
@@ -341,6 +344,7 @@ CHILD_SOURCE = r"""
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
+""" + CONFINE_C_SOURCE + r"""
 
 typedef int (*main_fn)(int, char **);
 
@@ -422,7 +426,7 @@ static void set_limit(int resource, unsigned long long soft, unsigned long long 
    Returns the child's pid, or -errno. */
 int cancho_jit_spawn(void *entry, int argc, char **argv, int use_fds, const int *fds,
                      int own_group, int parent, long long memory, long long cpu, long long nproc,
-                     const int *reset, int nreset) {
+                     const int *reset, int nreset, int nroots, char *const *roots) {
     pid_t pid = fork();
     if (pid < 0) return -errno;
     if (pid > 0) return (int)pid;
@@ -457,6 +461,13 @@ int cancho_jit_spawn(void *entry, int argc, char **argv, int use_fds, const int 
                             "RLIMIT_CPU");
     if (nproc >= 0) set_limit(RLIMIT_NPROC, (unsigned long long)nproc,
                               (unsigned long long)nproc, "RLIMIT_NPROC");
+    if (nroots >= 0) {
+        int r = cancho_confine(nroots, roots);
+        if (r != 0) {
+            errno = -r;
+            fail("Landlock");
+        }
+    }
     restore_stdio();
     int status = ((main_fn)entry)(argc, argv);
     fflush(NULL);  /* what exit() does to stdio; a failed flush is ignored, as there */
@@ -497,7 +508,7 @@ def _child_library() -> ctypes.CDLL | None:
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int,
                    ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int, ctypes.c_longlong,
                    ctypes.c_longlong, ctypes.c_longlong, ctypes.POINTER(ctypes.c_int),
-                   ctypes.c_int]
+                   ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
     return lib
 
 
@@ -509,14 +520,19 @@ def native_child_available() -> bool:
 def spawn_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int] | None,
                   memory: int | None = None, *, own_group: bool = False,
                   cpu_seconds: int | None = None, nproc: int | None = None,
-                  python_child: bool = False) -> int:
+                  python_child: bool = False, confine: Sequence[str] | None = None) -> int:
     """Fork a child that becomes the program (the contract of :func:`become_program`, with
     ``die_with_parent`` always on) and return its pid. Call it from a single-threaded process
     only. Through the C child when it is available and ``python_child`` is false.
 
-    Raises ``OSError`` when the fork fails.
+    ``confine``: Landlock roots (confine.py's ``w/…``/``r/…``) the child is confined to before
+    ``main``; only the C child confines, so a confined run without it is refused.
+
+    Raises ``OSError`` when the fork fails (or a confined run cannot be confined).
     """
     lib = None if python_child else _child_library()
+    if lib is None and confine is not None:
+        raise OSError(errno.ENOSYS, "a confined run needs the JIT's C child (a C compiler)")
     if lib is None:
         flush_c_stdio()
         pid = os.fork()
@@ -533,9 +549,12 @@ def spawn_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int]
         return -1 if value is None else int(value)
 
     flush_c_stdio()
+    roots = encode_roots(confine or ())
+    c_roots = (ctypes.c_char_p * (len(roots) + 1))(*roots, None)
     pid = lib.cancho_jit_spawn(main_address, len(args), c_argv, int(fd_map is not None), fds,
                                int(own_group), os.getpid(), num(memory), num(cpu_seconds),
-                               num(nproc), reset, len(RESET_SIGNALS))
+                               num(nproc), reset, len(RESET_SIGNALS),
+                               -1 if confine is None else len(roots), c_roots)
     if pid < 0:
         raise OSError(-pid, os.strerror(-pid))
     return pid
