@@ -33,13 +33,9 @@ import ctypes
 import ctypes.util
 import errno
 import fcntl
-import hashlib
 import os
 import resource
-import shutil
 import signal
-import subprocess
-import tempfile
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -49,7 +45,8 @@ from typing import NoReturn
 
 import llvmlite.binding as llvm
 
-from . import measure, native
+from . import native
+from .chelper import built_helper
 from .confine import C_SOURCE as CONFINE_C_SOURCE
 from .confine import encode_roots
 from .exe import LinkError
@@ -480,25 +477,9 @@ int cancho_jit_spawn(void *entry, int argc, char **argv, int use_fds, const int 
 def _child_library() -> ctypes.CDLL | None:
     """The compiled C child (built on first use into the launcher's cache directory, keyed by
     the source's hash); None without a C compiler or when the build fails."""
-    digest = hashlib.sha256(CHILD_SOURCE.encode()).hexdigest()[:16]
-    target = measure._cache_dir() / f"jit-child-{digest}.so"
-    if not target.is_file():
-        cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-        if not cc:
-            return None
-        try:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            with tempfile.TemporaryDirectory() as tmp:
-                src = Path(tmp) / "jit_child.c"
-                src.write_text(CHILD_SOURCE)
-                out = Path(tmp) / "jit_child.so"
-                r = subprocess.run([*cc.split(), "-O2", "-shared", "-fPIC", "-o", str(out),
-                                    str(src)], capture_output=True)
-                if r.returncode != 0:
-                    return None
-                os.replace(out, target)  # atomic: concurrent builders agree on one file
-        except OSError:
-            return None
+    target = built_helper(CHILD_SOURCE, "jit-child", ("-O2", "-shared", "-fPIC"))
+    if target is None:
+        return None
     try:
         lib = ctypes.CDLL(str(target))
     except OSError:

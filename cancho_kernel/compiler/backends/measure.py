@@ -26,17 +26,12 @@ compiler callers fall back to a Python trampoline (process.py).
 
 from __future__ import annotations
 
-import hashlib
-import os
-import shutil
-import subprocess
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
 from typing import Optional
 
+from .chelper import built_helper
 from .confine import C_SOURCE as CONFINE_C_SOURCE
 from .confine import Confinement, launcher_args as confine_args
 
@@ -245,34 +240,11 @@ def launcher_argv(launcher_path: str, program: str, argv: Sequence[str], *, pare
             *confine_args(confine), program, *argv]
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "cancho-kernel"
-
-
 @lru_cache(maxsize=1)
 def launcher() -> Optional[str]:
     """Path of the compiled launcher, building it on first use; None without a C compiler."""
-    digest = hashlib.sha256(SOURCE.encode()).hexdigest()[:16]
-    target = _cache_dir() / f"measure-{digest}"
-    if target.is_file() and os.access(target, os.X_OK):
-        return str(target)
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not cc:
-        return None
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            src = Path(tmp) / "measure.c"
-            src.write_text(SOURCE)
-            out = Path(tmp) / "measure"
-            r = subprocess.run([*cc.split(), "-O2", "-o", str(out), str(src)], capture_output=True)
-            if r.returncode != 0:
-                return None
-            os.replace(out, target)  # atomic: concurrent builders agree on one file
-    except OSError:
-        return None
-    return str(target)
+    path = built_helper(SOURCE, "measure")
+    return str(path) if path is not None else None
 
 
 def parse_report(text: str) -> Optional[tuple[int, float, float, int]]:
