@@ -4,6 +4,7 @@ a user module a program or a std module depends on)."""
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 from pathlib import Path
 
@@ -274,3 +275,22 @@ def test_an_edited_session_item_is_seen_by_an_unchanged_main() -> None:
     assert run_cell(s, "fn f() -> [] int {\n    return 2;\n}\n").ok
     second = run_cell(s, main)
     assert first.ok and second.ok and first.ir != second.ir
+
+
+def test_the_kernel_warm_up_checks_the_common_std_modules_into_the_session_cache() -> None:
+    """The kernel's warm-up fills its session's cache, so the first cell importing std.io and
+    std.fmt checks neither again, and compiles to the same IR as a session that never warmed."""
+    from cancho_kernel.kernel.session import WARM_STD, warm_compiler
+
+    cell = SourceFile("cell[1]", "import std.io;\nimport std.fmt;\n"
+                      "fn main(world: World) -> [] int {\n    release(world);\n    return 0;\n}\n")
+    warmed = Session()
+    warm_compiler(warmed.module_cache)
+    assert {"io", "fmt"} <= set(WARM_STD)
+    before = dataclasses.replace(warmed.module_cache.stats)  # a snapshot
+    out = warmed.process(cell, compile=True)
+    after = warmed.module_cache.stats
+    assert out.ok and after.module_hits - before.module_hits >= 2
+    assert after.module_misses == before.module_misses
+    cold = Session()
+    assert cold.process(SourceFile("cell[1]", cell.text), compile=True).ir == out.ir

@@ -131,7 +131,7 @@ class CanchoKernel(Kernel):
             (self.log or logging.getLogger(__name__)).warning("%s", plan.warning.strip())
         self.runner = Runner(caps=dataclasses.replace(SAFE_CAPS, confine=plan.confine) if plan else None,
                              notice=plan.warning if plan else None)
-        self.runner.warm_up()
+        self.runner.warm_up(self.cancho_session.module_cache)
         self._history: list[tuple[int, int, str, str | None]] = []
         self._setup_comms()
         self._install_exit_cleanup()

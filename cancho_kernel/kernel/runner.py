@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from ..compiler.backends.jit import JitWorker
 from ..compiler.backends.process import LimitCaps, RunLimits, RunResult
 from ..compiler.cache import BuildCache
+from ..compiler.modcache import ModuleCache
 from ..compiler.run import (BACKENDS, FailureKind, RunFailed, RunRequest, interruptible,
                             run_program)
 
@@ -53,10 +54,11 @@ class Runner:
         self._warm_thread: threading.Thread | None = None
         self.worker_start_seconds: float | None = None
 
-    def warm_up(self) -> None:
+    def warm_up(self, cache: ModuleCache | None = None) -> None:
         """In the background: start the JIT worker, load the compiler (a first compile imports and
-        prepares ~0.2 s of modules and tables) and initialise LLVM here for the `exe` backend, so
-        the first cell does not wait for any of it. (native is imported here, not at module
+        prepares ~0.2 s of modules and tables; with ``cache``, the common std modules are checked
+        into it) and initialise LLVM here for the `exe` backend, so the first cell does not wait
+        for any of it. (native is imported here, not at module
         level, so that importing the kernel does not load libLLVM by itself.)"""
         def start() -> None:
             try:
@@ -65,7 +67,7 @@ class Runner:
                 pass
             try:
                 from .session import warm_compiler
-                warm_compiler()
+                warm_compiler(cache)
                 from ..compiler.backends import native
                 native.ensure_initialised()
             except Exception:

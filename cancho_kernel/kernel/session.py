@@ -37,10 +37,21 @@ PLACEHOLDER_MAIN = "fn main(world: World) -> [] int {\n    release(world);\n    
 _COMPILER_LOCK = threading.Lock()
 
 
-def warm_compiler() -> None:
-    """Check and lower a tiny program once, so the first cell finds the compiler loaded."""
+# The std modules notebooks import most (io, fmt) and the collections courses reach for next:
+# checked once at kernel start into the session's module cache, so the first cell that imports
+# them finds them checked.
+WARM_STD = ("io", "fmt", "vec", "math", "buffer")
+
+
+def warm_compiler(cache: ModuleCache | None = None) -> None:
+    """Check and lower a tiny program once, so the first cell finds the compiler loaded; with
+    ``cache``, also parse and check the WARM_STD modules into it."""
     s = Session()
     s.process(SourceFile("<warm-up>", PLACEHOLDER_MAIN), compile=True)
+    if cache is not None:
+        imports = "".join(f"import std.{m};\n" for m in WARM_STD)
+        with _COMPILER_LOCK:
+            api.check_sources([SourceFile("<warm-up std>", imports + PLACEHOLDER_MAIN)], cache=cache)
 
 
 KIND_WORD = {ast.FnDecl: "fn", ast.ExternFn: "extern fn", ast.StructDecl: "struct",
