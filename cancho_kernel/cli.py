@@ -18,7 +18,8 @@ signal; the program dies with it even on SIGKILL (PR_SET_PDEATHSIG), and the exe
 temporary directory is gone as soon as the program is running. `--safe` (or `CANCHO_SAFE=1`)
 is safe mode for shared servers: `-l`/`-L` are refused, a program whose authority is unbounded
 (a reachable `extern fn`) is refused under `unsafe-in-safe-mode`, and `run` gets the default
-limits (memory, CPU time, processes; docs/decisions.md).
+limits (memory, CPU time, processes; docs/decisions.md) and is confined on disk to the working
+directory (Landlock; a warning where this Linux has none).
 
 `build` and `run` keep what they build in the on-disk build cache (``compiler/cache.py``), so
 an unchanged program is neither compiled nor linked again; ``--no-cache`` bypasses it. Building
@@ -68,6 +69,7 @@ options:
     -L <path>         add a library search path (`build`/`run` only); repeatable
     --safe            safe mode (also CANCHO_SAFE=1): refuse -l/-L and programs that reach
                       foreign code (`unsafe-in-safe-mode`); `run` gets the default limits
+                      and reaches on disk only the working directory (Landlock)
     --no-cache        `build`/`run`: neither use nor fill the build cache
                       (~/.cache/cancho-kernel; see docs/cli.md)
     -- <arg>...       `run`: everything after `--` is the program's command line
@@ -421,14 +423,22 @@ def cmd_build(inv: Invocation) -> int:
 
 def _run_limits(inv: Invocation):
     """`run` inherits the terminal and has no wall-clock limit; safe mode adds the default
-    memory, CPU-time and process limits."""
+    memory, CPU-time and process limits, and confines the program on disk to the working
+    directory (Landlock, as the kernel does; a warning where this Linux cannot)."""
+    from .compiler.backends import confine
     from .compiler.backends.process import DEFAULT_RUN_LIMITS, RunLimits
 
     if not inv.safe:
         return RunLimits(timeout=None, max_output=None)
+    plan = confine.plan_for(os.getcwd())
+    if plan.confine is None:  # as the kernel does: say so, keep the other safe-mode refusals
+        if sys.stderr is not None:
+            sys.stderr.write("cancho: warning: --safe cannot confine the program on disk here: this "
+                             "Linux kernel has no Landlock (5.13 or later, enabled); it can reach "
+                             "any file you can\n")
     d = DEFAULT_RUN_LIMITS
     return RunLimits(timeout=None, max_output=None, memory=d.memory, cpu_seconds=d.cpu_seconds,
-                     processes=d.processes)
+                     processes=d.processes, confine=plan.confine)
 
 
 def cmd_run(inv: Invocation) -> int:

@@ -330,3 +330,28 @@ def test_a_confined_program_cannot_signal_outside_its_run(place, confined):
     assert out.exit_status == (1 if confined else 0), out
     own = run_executable("/bin/sh", ["sh", "-c", "sleep 5 & kill $! && echo killed-own"], limits=limits)
     assert own.exit_status == 0 and own.stdout == b"killed-own\n", own
+
+
+@pytest.mark.parametrize("backend", ["jit", "exe"])
+def test_cancho_run_safe_confines_the_program_to_the_working_directory(place: Path, backend: str):
+    """`cancho run --safe` confines as the kernel does: the other student's file is out of reach
+    by absolute path and through a planted link; the working directory's own file is read; the
+    same program without --safe reads the other file (so the test can fail)."""
+    import subprocess
+    import sys
+
+    nb = place / "bob"
+    outside = str(place / "alice" / "diary.txt")
+    cases = [(outside, True, False), (str(nb / "link"), True, False), (str(nb / "mine.txt"), True, True),
+             (outside, False, True)]
+    for read, safe, readable in cases:
+        (nb / "p.cho").write_text(program(read))
+        cmd = [sys.executable, "-m", "cancho_kernel.cli", "run", "--no-cache", "--backend", backend,
+               *(["--safe"] if safe else []), "p.cho"]
+        r = subprocess.run(cmd, cwd=nb, capture_output=True, timeout=120)
+        what = f"{read} safe={safe}: {r.stdout!r} {r.stderr!r}"
+        if readable:
+            assert r.returncode == 0 and int(r.stdout.split()[0]) > 0, what
+        else:
+            assert r.returncode == 3 and int(r.stdout.split()[0]) < 0, what
+            assert SECRET.encode() not in r.stdout, what

@@ -398,7 +398,8 @@ def _reaper(compiled, argv: list[str], limits: RunLimits, parent: int) -> NoRetu
         cpu = limits.cpu_seconds
         program = mcjit.spawn_program(compiled.main_address, argv, None, limits.memory,
                                       cpu_seconds=None if cpu is None else max(1, int(cpu)),
-                                      nproc=limits.nproc_limit())
+                                      nproc=limits.nproc_limit(),
+                                      confine=None if limits.confine is None else limits.confine.roots())
         try:
             while True:
                 try:
