@@ -73,8 +73,10 @@ def test_private_type_is_not_public_and_a_pub_signature_may_not_name_one():
 def test_qualifier_without_import_and_unknown_module():
     main = MAIN.replace("import util.io;\n", "")
     assert rules(compile_(("main.cho", main), ("util.cho", UTIL)))[0] == "module-not-imported"
+    # An import naming no module is an unknown name, as in the reference (docs/decisions.md).
     main = MAIN.replace("import util.io;", "import util.nothere;")
-    assert "module-not-imported" in rules(compile_(("main.cho", main), ("util.cho", UTIL)))
+    r = compile_(("main.cho", main), ("util.cho", UTIL))
+    assert rules(r)[0] == "unknown-name" and "no module `util.nothere`" in r.diagnostics[0].message
 
 
 def test_two_files_share_one_module_namespace():

@@ -88,7 +88,8 @@ def build_modules(files: list[ast.File], diags: list[Diagnostic],
                 if builtin_visible(name, f.edition) or prelude_type_visible(name, f.edition):
                     diags.append(Diagnostic(
                         Rule.BUILTIN_REDECLARED,
-                        f"`{name}` is a builtin at edition {f.edition} and cannot be declared again; choose another name",
+                        f"`{name}` is {'a built-in type' if prelude_type_visible(name, f.edition) else 'a builtin'} "
+                        f"and cannot be redeclared (from edition {f.edition} on); choose another name",
                         item.name.span))
                     continue
                 if name in m.items:
@@ -108,9 +109,9 @@ def build_modules(files: list[ast.File], diags: list[Diagnostic],
             for imp in f.imports:
                 q = imp.qualifier.name
                 target = imp.dotted
-                if target not in modules:
+                if target not in modules:  # the reference: an unknown name (docs/decisions.md)
                     diags.append(Diagnostic(
-                        Rule.MODULE_NOT_IMPORTED,
+                        Rule.UNKNOWN_NAME,
                         f"no module `{target}` in this program", imp.span))
                     continue
                 if target == "":
