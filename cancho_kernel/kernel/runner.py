@@ -90,10 +90,15 @@ class Runner:
         """``limits`` within the caps (unchanged without caps)."""
         return self.caps.bound(limits) if self.caps is not None else limits
 
-    def run_blocking(self, req: RunRequest, cancel: threading.Event | None = None) -> RunResult:
-        """Run in the calling thread. Raises :class:`RunFailed`."""
+    def run_blocking(self, req: RunRequest, cancel: threading.Event | None = None,
+                     split: bool = False) -> RunResult:
+        """Run in the calling thread. ``split``: on the JIT, std's machine code is compiled
+        apart and reused across edits (``backends/split.py``) — for cells; a bench measures
+        the whole program, as the exe backend builds it. Raises :class:`RunFailed`."""
         req = dataclasses.replace(req, limits=self.bounded(req.limits))
-        return run_program(self.confinable(req), self.worker, cancel, self.cache)
+        splitting = getattr(self.worker, "splitting", None)  # a test's stand-in may have none
+        worker = splitting() if split and splitting is not None else self.worker
+        return run_program(self.confinable(req), worker, cancel, self.cache)
 
     def confinable(self, req: RunRequest) -> RunRequest:
         """``req`` on a backend that honours its confinement: a JIT worker that cannot confine
@@ -104,9 +109,9 @@ class Runner:
         return dataclasses.replace(req, backend="exe")
 
     def run(self, req: RunRequest) -> RunOutcome:
-        """Run in a helper thread and wait; an interrupt (KeyboardInterrupt in this thread)
-        cancels the run."""
-        waited = interruptible(lambda cancel: self.run_blocking(req, cancel))
+        """Run a cell in a helper thread (a split run on the JIT) and wait; an interrupt
+        (KeyboardInterrupt in this thread) cancels the run."""
+        waited = interruptible(lambda cancel: self.run_blocking(req, cancel, split=True))
         error = waited.error
         failure = error if isinstance(error, RunFailed) or error is None else \
             RunFailed(FailureKind.INTERNAL, f"{type(error).__name__}: {error}")

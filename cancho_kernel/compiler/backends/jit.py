@@ -27,7 +27,7 @@ from typing import NoReturn
 
 from . import native
 from .exe import LinkError
-from .jit_worker import CacheBounds, CacheStats, recv_msg, send_msg
+from .jit_worker import CacheBounds, CacheStats, SplitStats, recv_msg, send_msg
 from .process import (
     ChildStdio,
     PumpOutcome,
@@ -229,8 +229,7 @@ class JitWorker:
             except subprocess.TimeoutExpired:
                 proc.kill()
 
-    def cache_stats(self) -> CacheStats:
-        """What the worker's program cache holds and did (starts the worker if needed)."""
+    def _pong(self) -> dict:
         with self._lock:
             self._ensure_started()
             assert self._sock is not None
@@ -239,7 +238,21 @@ class JitWorker:
             if got is None or got[0].get("ev") != "pong":
                 self._discard()
                 raise JitWorkerDied("the JIT worker did not answer")
-            return CacheStats(**got[0].get("cache", {}))
+            return got[0]
+
+    def cache_stats(self) -> CacheStats:
+        """What the worker's program cache holds and did (starts the worker if needed)."""
+        return CacheStats(**self._pong().get("cache", {}))
+
+    def library_stats(self) -> tuple[CacheStats, SplitStats]:
+        """What the cache of split runs' std objects holds and did, and the split runs'
+        counters (starts the worker if needed)."""
+        pong = self._pong()
+        return CacheStats(**pong.get("library", {})), SplitStats(**pong.get("split", {}))
+
+    def splitting(self) -> "SplitRuns":
+        """This worker, running each program as a std library part and a cell part."""
+        return SplitRuns(self)
 
     def __enter__(self) -> "JitWorker":
         return self
@@ -276,9 +289,11 @@ class JitWorker:
     def run(self, ir_text: str, argv: Sequence[str] | None = None, stdin: bytes = b"",
             target: StdoutTarget = StdoutTarget(), limits: RunLimits = RunLimits(),
             cancel: threading.Event | None = None, libs: Sequence[str] = (),
-            libdirs: Sequence[str] = ()) -> RunResult:
+            libdirs: Sequence[str] = (), split: bool = False) -> RunResult:
         """Compile (MCJIT, O2) and run a program; same contract as
         :func:`process.run_executable` (``argv`` includes ``argv[0]``, default ``["main"]``).
+        ``split``: compile std and the rest apart, reusing std's machine code
+        (``jit_worker.py``); the same output, std calls not inlined.
 
         Raises :class:`native.InvalidIR` (our bug), :class:`LinkError` (unresolvable symbol or
         library) or :class:`JitWorkerDied`.
@@ -289,7 +304,8 @@ class JitWorker:
                    "libdirs": list(libdirs), "memory": limits.memory,
                    "cpu": None if cpu is None else max(1, int(cpu)),
                    "nproc": limits.nproc_limit(),
-                   "confine": None if limits.confine is None else limits.confine.roots()}
+                   "confine": None if limits.confine is None else limits.confine.roots(),
+                   "split": split}
         with self._lock:
             control, outcome = self._run_once(request, stdin, target, limits, cancel)
             if (control.worker_died and not control.killed_worker
@@ -316,6 +332,18 @@ class JitWorker:
         result.compile_seconds = control.compile_seconds
         result.compile_cached = control.compile_cached
         return result
+
+
+class SplitRuns:
+    """A :class:`JitWorker` seen as one whose runs are split runs (what the kernel hands to
+    ``compiler.run`` for a cell; ``%%bench`` and the CLI use the worker itself)."""
+
+    def __init__(self, worker: JitWorker) -> None:
+        self.worker = worker
+        self.confines = worker.confines
+
+    def run(self, ir_text: str, **kwargs) -> RunResult:
+        return self.worker.run(ir_text, split=True, **kwargs)
 
 
 def _is_open(fd: int) -> bool:

@@ -13,7 +13,8 @@ Protocol (Unix stream socket inherited as descriptor FD; each message is a 4-byt
 length and a UTF-8 JSON object; descriptors travel with ``socket.send_fds`` on the length):
 
     client -> worker   {"op": "run", "ir", "argv", "libs", "libdirs", "slots", "memory",
-                        "cpu", "nproc"}   (limits of the child only; null: none)
+                        "cpu", "nproc", "split"}   (limits of the child only; null: none;
+                       "split": true compiles std apart and reuses it, see below)
                        + descriptors: one per entry of "slots" (0/1/2, the child's numbers;
                        a standard descriptor absent from "slots" is closed in the child;
                        "slots": null means the child keeps the worker's own)
@@ -24,7 +25,16 @@ length and a UTF-8 JSON object; descriptors travel with ``socket.send_fds`` on t
                         "retire"}  (retire: the worker ends now, CacheBounds.retire_bytes)
                        or {"ev": "error", "kind": "invalid-ir"|"link"|"internal", "message"}
                        {"ev": "pong", "pid", "child": "c"|"python",  (how runs start)
-                        "cache": {"programs", "bytes", "hits", "misses", "evictions"}}
+                        "cache": {"programs", "bytes", "hits", "misses", "evictions"},
+                        "library": {same fields, the split runs' std objects},
+                        "split": {"runs", "fallbacks"}}
+
+Split runs (a notebook's cells; ``%%bench`` and the CLI never ask for them): the program's IR is
+cut into its std library part and the cell's own part (``split.py``), each optimised on its own;
+the library's object code is kept in a second :class:`ProgramCache` keyed by its text, so an
+edited cell optimises and compiles only its own part and loads the kept library object next to
+it. Calls from the cell into std are not inlined, which is why ``%%bench`` keeps the whole
+program. Whatever goes wrong while splitting, the run falls back to the whole program.
 
 The client kills a running child itself (SIGKILL to its process group, whose id is the pid it
 was told), so the worker never needs to listen while it waits. If the client goes away (end of
@@ -164,13 +174,14 @@ class ProgramCache:
         self._identity: str | None = None
         self.stats = CacheStats()
 
-    def key(self, ir: str, libs: Sequence[str] = (), libdirs: Sequence[str] = ()) -> str:
-        """The content key of a program as this worker would compile it."""
+    def key(self, ir: str, libs: Sequence[str] = (), libdirs: Sequence[str] = (),
+            mode: str = "") -> str:
+        """The content key of a program as this worker would compile it in ``mode``."""
         if self._identity is None:
             from . import mcjit
 
             self._identity = mcjit.code_identity()
-        return content_key(ir, libs, libdirs, self._identity)
+        return content_key(ir, libs, libdirs, self._identity, mode)
 
     def get(self, key: str) -> Compiled | None:
         """The program compiled under ``key``, now the most recently used; None on a miss."""
@@ -215,10 +226,36 @@ def private_bytes() -> int:
     return 0
 
 
-def content_key(ir: str, libs: Sequence[str], libdirs: Sequence[str], identity: str) -> str:
-    """SHA-256 over the IR text, the libraries, their directories and the code identity."""
-    return hashlib.sha256(json.dumps([ir, list(libs), list(libdirs), identity]).encode()
-                          ).hexdigest()
+def content_key(ir: str, libs: Sequence[str], libdirs: Sequence[str], identity: str,
+                mode: str = "") -> str:
+    """SHA-256 over the IR text, the libraries, their directories and the code identity (and
+    the compilation ``mode`` when it is not the whole-program one: ``"split"``, ``"library"``)."""
+    parts = [ir, list(libs), list(libdirs), identity] + ([mode] if mode else [])
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()
+
+
+@dataclass
+class LibraryObject:
+    """The object code of a split run's library part, as kept in the library cache."""
+
+    data: bytes
+    exports: frozenset[str]
+
+    @property
+    def size_bytes(self) -> int:
+        return len(self.data)
+
+    def free(self) -> None:
+        """Nothing to free: the bytes go with the object."""
+
+
+@dataclass
+class SplitStats:
+    """Split runs compiled since the worker started, and how many fell back to the whole
+    program."""
+
+    runs: int = 0
+    fallbacks: int = 0
 
 
 class Worker:
@@ -229,6 +266,8 @@ class Worker:
         self.sock = sock
         self.python_child = python_child  # fork in Python even when the C child is available
         self.cache = ProgramCache(bounds)
+        self.library = ProgramCache(bounds)  # split runs' std objects (LibraryObject)
+        self.split = SplitStats()
 
     def serve(self) -> None:
         while True:
@@ -246,7 +285,9 @@ class Worker:
                     child = ("python" if self.python_child or not mcjit.native_child_available()
                              else "c")
                     send_msg(self.sock, {"ev": "pong", "pid": os.getpid(), "child": child,
-                                         "cache": dataclasses.asdict(self.cache.snapshot())})
+                                         "cache": dataclasses.asdict(self.cache.snapshot()),
+                                         "library": dataclasses.asdict(self.library.snapshot()),
+                                         "split": dataclasses.asdict(self.split)})
                 else:
                     send_msg(self.sock, {"ev": "error", "kind": "internal",
                                          "message": f"unknown request {msg.get('op')!r}"})
@@ -263,14 +304,44 @@ class Worker:
         from . import mcjit
 
         libs, libdirs = msg.get("libs", []), msg.get("libdirs", [])
-        key = self.cache.key(msg["ir"], libs, libdirs)
+        split = bool(msg.get("split"))
+        key = self.cache.key(msg["ir"], libs, libdirs, "split" if split else "")
         got = self.cache.get(key)
         if got is not None:
             return got, True
-        compiled = mcjit.compile_ir(msg["ir"], libs, libdirs)
+        compiled = None
+        if split:
+            self.split.runs += 1
+            try:
+                compiled = self._compile_split(msg["ir"], libs, libdirs)
+            except Exception:  # noqa: BLE001 - any failure: the whole program decides
+                self.split.fallbacks += 1
+        if compiled is None:
+            compiled = mcjit.compile_ir(msg["ir"], libs, libdirs)
         self.cache.put(key, compiled)
         mcjit.release_free_memory()  # what compiling (and evicting) freed: cheaper forks
         return compiled, False
+
+    def _compile_split(self, ir: str, libs: Sequence[str], libdirs: Sequence[str]) -> Compiled:
+        """The program compiled as a library and a cell part, the library's object from the
+        library cache when its text was compiled before. Raises on any failure (the caller
+        falls back to the whole program)."""
+        from . import mcjit
+        from .split import split_ir
+
+        start = time.perf_counter()
+        parts = split_ir(ir)
+        lib_key = self.library.key(parts.library, libs, libdirs, "library")
+        lib = self.library.get(lib_key)
+        if lib is None or lib.exports != parts.library_exports:
+            lib = LibraryObject(mcjit.compile_object(parts.library, libs, libdirs,
+                                                     provided=parts.cell_exports),
+                                parts.library_exports)
+            self.library.put(lib_key, lib)
+        cell = mcjit.compile_object(parts.cell, libs, libdirs, provided=parts.library_exports)
+        compiled = mcjit.load_object(cell, lib.data)
+        compiled.seconds = time.perf_counter() - start
+        return compiled
 
     def run(self, msg: dict[str, Any], fds: list[int]) -> bool:
         """One run; False when the client has gone away."""

@@ -168,10 +168,12 @@ def _in_process(name: str) -> bool:
         return False
 
 
-def compile_object(ir_text: str, libs: Sequence[str] = (), libdirs: Sequence[str] = ()) -> bytes:
+def compile_object(ir_text: str, libs: Sequence[str] = (), libdirs: Sequence[str] = (),
+                   provided: frozenset[str] = frozenset()) -> bytes:
     """Parse, verify and optimise (O2) a whole program and emit its machine code as an ELF
     object for MCJIT (the JIT target machine), after loading its ``-l`` libraries and checking
-    that every symbol it uses resolves.
+    that every symbol it uses resolves (``provided``: symbols another object loaded into the same
+    engine defines, for a split run: ``split.py``).
 
     Raises :class:`native.InvalidIR` (our bug) or :class:`LinkError` (unresolvable symbol or
     library: what ``cc`` would have refused).
@@ -180,13 +182,13 @@ def compile_object(ir_text: str, libs: Sequence[str] = (), libdirs: Sequence[str
     mod = native.parse(ir_text)
     native.optimize(mod, tm)
     load_libraries(libs, libdirs)
-    missing = _undefined_symbols(mod)
+    missing = [m for m in _undefined_symbols(mod) if m not in provided]
     if missing:
         raise LinkError("undefined reference to " + ", ".join(f"`{m}`" for m in missing))
     return tm.emit_object(mod)
 
 
-def load_object(obj: bytes) -> Compiled:
+def load_object(obj: bytes, *more: bytes) -> Compiled:
     """An MCJIT engine holding only the object ``obj`` (from :func:`compile_object`), relocated
     and ready to run (``seconds``: the time this took).
 
@@ -201,7 +203,8 @@ def load_object(obj: bytes) -> Compiled:
     start = time.perf_counter()
     before = _heap_in_use()
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), native.target_machine(jit=True))
-    engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    for data in (obj, *more):  # ``more``: a split run's other part; symbols resolve across them
+        engine.add_object_file(llvm.ObjectFileRef.from_data(data))
     engine.finalize_object()
     address = engine.get_function_address("main")
     if not address:
@@ -209,7 +212,8 @@ def load_object(obj: bytes) -> Compiled:
         raise native.InvalidIR("the module defines no C `main`")
     after = _heap_in_use()
     held = max(0, after - before) if after is not None and before is not None else 0
-    return Compiled(engine, address, time.perf_counter() - start, len(obj) + held)
+    return Compiled(engine, address, time.perf_counter() - start,
+                    len(obj) + sum(map(len, more)) + held)
 
 
 def compile_ir(ir_text: str, libs: Sequence[str] = (), libdirs: Sequence[str] = ()) -> Compiled:

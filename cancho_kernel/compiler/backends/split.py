@@ -1,0 +1,273 @@
+"""Splitting a program's LLVM IR into a std *library* part and a *cell* part, for the JIT
+worker's split runs (issue 15).
+
+Why: a notebook cell that imports std carries the reachable std functions in its IR (most of
+it), and optimising them again after every edit of the cell dominates the run. The library part
+(every definition named ``lexs_std.…`` and the private constants only it uses) is compiled once
+and kept by its text; an edited cell then optimises only its own part.
+
+How (text level, on the IR codegen emits): the module is cut into top-level entities (type
+definitions, globals, declarations, function definitions). A symbol defined on one side and used
+on the other keeps its name, loses ``internal``/``private`` linkage in its definition and gets a
+declaration on the other side; private ``unnamed_addr`` constants are copied to each side that
+uses them. The library part is canonical — definitions sorted by name, its private constants
+renamed by order of use — so the same std functions give the same text whatever the cell.
+
+Decision on generic std functions instantiated with user types (``lexs_std.vec.push[Point]``):
+they go to the library side like every ``lexs_std.`` definition; the library's text (its cache
+key) then includes the user type's layout, so changing that type recompiles the library, and
+keeping that type reuses it.
+
+Anything this module does not recognise raises :class:`SplitError`; the caller then runs the
+whole program as one module, so a split never makes a run fail.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+
+LIBRARY_PREFIX = "lexs_std."
+_CANON_PREFIX = "split.lib.c"
+
+_C_STRING = re.compile(r'c"[^"]*"')
+_SYMBOL = re.compile(r'@(?:"([^"\\]*)"|([-a-zA-Z$._][-a-zA-Z$._0-9]*))')
+_TYPE_REF = re.compile(r'%"([^"\\]*)"')
+_DEFINE = re.compile(r'^define\s+(?:(internal|private)\s+)?(.*?)@"([^"\\]*)"(\(.*\))\s*$')
+_GLOBAL = re.compile(r'^@"([^"\\]*)"\s*=\s*(.*)$')
+_TYPE_DEF = re.compile(r'^%"([^"\\]*)"\s*=\s*type\b')
+_DECLARE = re.compile(r'^declare\b.*?@"([^"\\]*)"\(')
+_HEADER = ("; ModuleID", "target triple", "target datalayout", "source_filename")
+
+
+class SplitError(Exception):
+    """The IR has a shape the splitter does not handle; run the whole program instead."""
+
+
+class Kind(enum.Enum):
+    """What a top-level entity of the module is."""
+
+    TYPE = "type"
+    DECLARE = "declare"  # a function declaration or an external global
+    GLOBAL = "global"  # a global definition
+    DEFINE = "define"  # a function definition
+
+
+class Side(enum.Enum):
+    LIBRARY = "library"
+    CELL = "cell"
+
+
+@dataclass
+class Entity:
+    """One top-level item: its kind, symbol (or type) name, text and the symbols it uses."""
+
+    kind: Kind
+    name: str
+    text: str
+    refs: set[str] = field(default_factory=set)
+    types: set[str] = field(default_factory=set)
+    copyable: bool = False  # a private unnamed_addr constant: copied to each side using it
+
+
+@dataclass(frozen=True)
+class Split:
+    """The two parts, and the symbols each defines that the other uses."""
+
+    library: str
+    cell: str
+    library_exports: frozenset[str]
+    cell_exports: frozenset[str]
+
+
+def _refs(text: str) -> set[str]:
+    text = _C_STRING.sub('c""', text)
+    return {m.group(1) if m.group(1) is not None else m.group(2) for m in _SYMBOL.finditer(text)}
+
+
+def parse_entities(ir: str) -> tuple[list[str], list[Entity]]:
+    """The header lines and the top-level entities of IR text, in order."""
+    header: list[str] = []
+    entities: list[Entity] = []
+    lines = ir.split("\n")
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if not line.strip():
+            i += 1
+            continue
+        if line.startswith(_HEADER):
+            header.append(line)
+            i += 1
+            continue
+        if line.startswith("define"):
+            m = _DEFINE.match(line)
+            if m is None:
+                raise SplitError(f"unrecognised definition: {line[:120]}")
+            j = i + 1
+            while j < len(lines) and lines[j] != "}":
+                j += 1
+            if j == len(lines):
+                raise SplitError(f"unterminated definition of {m.group(3)}")
+            text = "\n".join(lines[i:j + 1])
+            entities.append(Entity(Kind.DEFINE, m.group(3), text))
+            i = j + 1
+            continue
+        if line.startswith("declare"):
+            m = _DECLARE.match(line)
+            if m is None:
+                raise SplitError(f"unrecognised declaration: {line[:120]}")
+            entities.append(Entity(Kind.DECLARE, m.group(1), line))
+        elif (m := _TYPE_DEF.match(line)) is not None:
+            entities.append(Entity(Kind.TYPE, m.group(1), line))
+        elif (m := _GLOBAL.match(line)) is not None:
+            rest = m.group(2)
+            if rest.startswith("external "):
+                entities.append(Entity(Kind.DECLARE, m.group(1), line))
+            elif rest.startswith(("internal global ", "internal constant ")):
+                entities.append(Entity(Kind.GLOBAL, m.group(1), line))
+            elif rest.startswith("private unnamed_addr constant "):
+                entities.append(Entity(Kind.GLOBAL, m.group(1), line, copyable=True))
+            else:
+                raise SplitError(f"unrecognised global: {line[:120]}")
+        else:
+            raise SplitError(f"unrecognised top-level line: {line[:120]}")
+        i += 1
+    for e in entities:
+        body = e.text.split("=", 1)[1] if e.kind is Kind.TYPE else e.text
+        e.types = set(_TYPE_REF.findall(body))
+        e.refs = _refs(e.text) - {e.name} if e.kind is not Kind.TYPE else set()
+    names = [e.name for e in entities if e.kind is not Kind.TYPE]
+    if len(names) != len(set(names)):
+        raise SplitError("a symbol is defined twice")
+    return header, entities
+
+
+def _side_of(e: Entity) -> Side | None:
+    """Where a definition lives (None: declarations, types and copyable constants)."""
+    if e.kind is Kind.DEFINE or (e.kind is Kind.GLOBAL and not e.copyable):
+        return Side.LIBRARY if e.name.startswith(LIBRARY_PREFIX) else Side.CELL
+    return None
+
+
+def _declaration(e: Entity) -> str:
+    """A declaration of a definition, for the other side."""
+    if e.kind is Kind.DEFINE:
+        m = _DEFINE.match(e.text.split("\n", 1)[0])
+        assert m is not None
+        return f'declare {m.group(2)}@"{e.name}"{m.group(4)}'
+    m = re.match(r'^@"[^"]*"\s*=\s*internal (global|constant) ', e.text)
+    if m is None:
+        raise SplitError(f"cannot declare {e.name}")
+    rest = e.text[m.end():]
+    return f'@"{e.name}" = external {m.group(1)} {_leading_type(rest)}'
+
+
+def _leading_type(text: str) -> str:
+    """The type at the start of ``text`` (balanced brackets, or one token)."""
+    if text[:1] in "[{<":
+        depth = 0
+        for k, ch in enumerate(text):
+            if ch in "[{<":
+                depth += 1
+            elif ch in "]}>":
+                depth -= 1
+                if depth == 0:
+                    return text[:k + 1]
+        raise SplitError("unbalanced type")
+    if text.startswith("%\""):
+        end = text.index('"', 2)
+        return text[:end + 1]
+    return text.split(" ", 1)[0]
+
+
+def _exported(e: Entity) -> str:
+    """The definition's text with external linkage (it crosses the split)."""
+    if e.kind is Kind.DEFINE:
+        return re.sub(r"^define\s+(?:internal|private)\s+", "define ", e.text, count=1)
+    return re.sub(r'^(@"[^"]*"\s*=\s*)internal ', r"\1", e.text, count=1)
+
+
+def _rename(text: str, mapping: dict[str, str]) -> str:
+    if not mapping:
+        return text
+    return re.sub(r'@"([^"\\]*)"', lambda m: f'@"{mapping.get(m.group(1), m.group(1))}"', text)
+
+
+def split_ir(ir: str) -> Split:
+    """Cut ``ir`` into a library and a cell part (see the module docstring). Raises
+    :class:`SplitError` when there is no library part, no cell part or an unknown shape."""
+    header, entities = parse_entities(ir)
+    by_name = {e.name: e for e in entities if e.kind is not Kind.TYPE}
+    types = {e.name: e for e in entities if e.kind is Kind.TYPE}
+    side = {e.name: s for e in entities if (s := _side_of(e)) is not None}
+    if Side.LIBRARY not in side.values() or "main" not in side:
+        raise SplitError("nothing to split")
+    for e in entities:
+        for r in e.refs:
+            if r not in by_name and r in side:
+                raise SplitError(f"unknown symbol {r}")
+
+    def closure(own: Side) -> tuple[list[Entity], set[str]]:
+        """The entities a side needs, and the other side's definitions it uses."""
+        chosen = [e for e in entities if side.get(e.name) is own]
+        seen = {e.name for e in chosen}
+        foreign: set[str] = set()
+        todo = [r for e in chosen for r in e.refs]
+        while todo:
+            r = todo.pop()
+            if r in seen or r not in by_name:
+                continue  # intrinsics and libc symbols without a declaration never occur
+            seen.add(r)
+            e = by_name[r]
+            if side.get(r) is not None:
+                foreign.add(r)
+            else:
+                chosen.append(e)
+                todo.extend(e.refs)
+        return chosen, foreign
+
+    lib_entities, lib_uses = closure(Side.LIBRARY)
+    cell_entities, cell_uses = closure(Side.CELL)
+    exported = lib_uses | cell_uses
+
+    def body(chosen: list[Entity], uses: set[str]) -> list[str]:
+        out = [_exported(e) if e.name in exported and side.get(e.name) is not None else e.text
+               for e in chosen]
+        out += [_declaration(by_name[u]) for u in sorted(uses)]
+        return out
+
+    def type_defs(texts: list[str]) -> list[str]:
+        wanted: set[str] = set()
+        todo = [t for text in texts for t in _TYPE_REF.findall(text)]
+        while todo:
+            t = todo.pop()
+            if t in wanted or t not in types:
+                continue
+            wanted.add(t)
+            todo.extend(types[t].types)
+        return [e.text for e in entities if e.kind is Kind.TYPE and e.name in wanted]
+
+    order = {Kind.TYPE: 0, Kind.DECLARE: 1, Kind.GLOBAL: 2, Kind.DEFINE: 3}
+    lib_entities.sort(key=lambda e: (order[e.kind], e.name))
+    lib_body = body(lib_entities, lib_uses)
+    # Canonical names for the library's private constants, by order of first use.
+    private = {e.name for e in lib_entities if e.copyable}
+    mapping: dict[str, str] = {}
+    for text in lib_body:
+        if not text.startswith("define"):
+            continue
+        for m in _SYMBOL.finditer(_C_STRING.sub('c""', text)):
+            name = m.group(1) if m.group(1) is not None else m.group(2)
+            if name in private and name not in mapping:
+                mapping[name] = f"{_CANON_PREFIX}{len(mapping)}"
+    if any(n.startswith(_CANON_PREFIX) for n in by_name) or len(mapping) != len(private):
+        raise SplitError("cannot name the library's constants")
+    lib_body = sorted((_rename(t, mapping) for t in lib_body),
+                      key=lambda t: (0 if t.startswith("declare") or " = external " in t
+                                     else 1 if t.startswith("@") else 2, t))
+    cell_body = body(cell_entities, cell_uses)
+    library = "\n".join([*header, *type_defs(lib_body), "", *lib_body, ""])
+    cell = "\n".join([*header, *type_defs(cell_body), "", *cell_body, ""])
+    return Split(library, cell, frozenset(cell_uses), frozenset(lib_uses))
