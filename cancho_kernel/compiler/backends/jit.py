@@ -245,7 +245,7 @@ class JitWorker:
         return CacheStats(**self._pong().get("cache", {}))
 
     def library_stats(self) -> tuple[CacheStats, SplitStats]:
-        """What the cache of split runs' std objects holds and did, and the split runs'
+        """What the cache of split runs' optimised std parts holds and did, and the split runs'
         counters (starts the worker if needed)."""
         pong = self._pong()
         return CacheStats(**pong.get("library", {})), SplitStats(**pong.get("split", {}))

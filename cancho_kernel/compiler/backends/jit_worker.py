@@ -26,14 +26,14 @@ length and a UTF-8 JSON object; descriptors travel with ``socket.send_fds`` on t
                        or {"ev": "error", "kind": "invalid-ir"|"link"|"internal", "message"}
                        {"ev": "pong", "pid", "child": "c"|"python",  (how runs start)
                         "cache": {"programs", "bytes", "hits", "misses", "evictions"},
-                        "library": {same fields, the split runs' std objects},
+                        "library": {same fields, the split runs' optimised std parts},
                         "split": {"runs", "fallbacks"}}
 
 Split runs (a notebook's cells; ``%%bench`` and the CLI never ask for them): the program's IR is
 cut into its std library part and the cell's own part (``split.py``), each optimised on its own;
-the library's object code is kept in a second :class:`ProgramCache` keyed by its text, so an
-edited cell optimises and compiles only its own part and loads the kept library object next to
-it. Calls from the cell into std are not inlined, which is why ``%%bench`` keeps the whole
+the library optimised (bitcode) is kept in a second :class:`ProgramCache` keyed by its text, so an
+edited cell optimises only its own part, links the kept library in and generates code for both
+(``mcjit.compile_split``). Calls from the cell into std are not inlined, which is why ``%%bench`` keeps the whole
 program. Whatever goes wrong while splitting, the run falls back to the whole program.
 
 The client kills a running child itself (SIGKILL to its process group, whose id is the pid it
@@ -236,7 +236,8 @@ def content_key(ir: str, libs: Sequence[str], libdirs: Sequence[str], identity: 
 
 @dataclass
 class LibraryObject:
-    """The object code of a split run's library part, as kept in the library cache."""
+    """A split run's library part optimised (bitcode, :func:`mcjit.optimized_library`), as
+    kept in the library cache."""
 
     data: bytes
     exports: frozenset[str]
@@ -266,7 +267,7 @@ class Worker:
         self.sock = sock
         self.python_child = python_child  # fork in Python even when the C child is available
         self.cache = ProgramCache(bounds)
-        self.library = ProgramCache(bounds)  # split runs' std objects (LibraryObject)
+        self.library = ProgramCache(bounds)  # split runs' optimised std parts (LibraryObject)
         self.split = SplitStats()
 
     def serve(self) -> None:
@@ -333,13 +334,10 @@ class Worker:
         parts = split_ir(ir)
         lib_key = self.library.key(parts.library, libs, libdirs, "library")
         lib = self.library.get(lib_key)
-        if lib is None or lib.exports != parts.library_exports:
-            lib = LibraryObject(mcjit.compile_object(parts.library, libs, libdirs,
-                                                     provided=parts.cell_exports),
-                                parts.library_exports)
+        if lib is None:
+            lib = LibraryObject(mcjit.optimized_library(parts.library), parts.library_exports)
             self.library.put(lib_key, lib)
-        cell = mcjit.compile_object(parts.cell, libs, libdirs, provided=parts.library_exports)
-        compiled = mcjit.load_object(cell, lib.data)
+        compiled = mcjit.compile_split(parts.cell, lib.data, libs, libdirs)
         compiled.seconds = time.perf_counter() - start
         return compiled
 

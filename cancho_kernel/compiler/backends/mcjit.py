@@ -168,12 +168,10 @@ def _in_process(name: str) -> bool:
         return False
 
 
-def compile_object(ir_text: str, libs: Sequence[str] = (), libdirs: Sequence[str] = (),
-                   provided: frozenset[str] = frozenset()) -> bytes:
+def compile_object(ir_text: str, libs: Sequence[str] = (), libdirs: Sequence[str] = ()) -> bytes:
     """Parse, verify and optimise (O2) a whole program and emit its machine code as an ELF
     object for MCJIT (the JIT target machine), after loading its ``-l`` libraries and checking
-    that every symbol it uses resolves (``provided``: symbols another object loaded into the same
-    engine defines, for a split run: ``split.py``).
+    that every symbol it uses resolves.
 
     Raises :class:`native.InvalidIR` (our bug) or :class:`LinkError` (unresolvable symbol or
     library: what ``cc`` would have refused).
@@ -181,11 +179,52 @@ def compile_object(ir_text: str, libs: Sequence[str] = (), libdirs: Sequence[str
     tm = native.target_machine(jit=True)
     mod = native.parse(ir_text)
     native.optimize(mod, tm)
+    return emit_checked(mod, tm, libs, libdirs)
+
+
+def emit_checked(mod: llvm.ModuleRef, tm: llvm.TargetMachine, libs: Sequence[str] = (),
+                 libdirs: Sequence[str] = ()) -> bytes:
+    """The object code of an optimised module, after loading its ``-l`` libraries and checking
+    that every symbol it uses resolves. Raises :class:`LinkError`."""
     load_libraries(libs, libdirs)
-    missing = [m for m in _undefined_symbols(mod) if m not in provided]
+    missing = _undefined_symbols(mod)
     if missing:
         raise LinkError("undefined reference to " + ", ".join(f"`{m}`" for m in missing))
     return tm.emit_object(mod)
+
+
+def optimized_library(ir_text: str) -> bytes:
+    """A split run's library part (``split.py``) parsed, verified and optimised (O2), as
+    bitcode: what the JIT worker keeps, to link with each version of the cell part."""
+    mod = native.parse(ir_text)
+    native.optimize(mod, native.target_machine(jit=True))
+    return mod.as_bitcode()
+
+
+def compile_split(cell_ir: str, library_bitcode: bytes, libs: Sequence[str] = (),
+                  libdirs: Sequence[str] = ()) -> Compiled:
+    """A split run's program: the cell part optimised (O2) on its own, linked with the kept
+    optimised library (:func:`optimized_library`), and compiled to one object.
+
+    Why one object and not the library's own object loaded next to the cell's: RuntimeDyld
+    resolves the GOT-relative relocations of the JIT's large code model against the first
+    ``.got`` it loaded, so the second object of an engine reads the wrong memory (measured:
+    string constants read as another object's ``.eh_frame``). Code generation of the library
+    is redone (a few ms); its optimisation, the expensive part, is not.
+    Raises :class:`native.InvalidIR` or :class:`LinkError`.
+    """
+    start = time.perf_counter()
+    tm = native.target_machine(jit=True)
+    mod = native.parse(cell_ir)
+    native.optimize(mod, tm)
+    try:
+        lib = llvm.parse_bitcode(library_bitcode)
+        mod.link_in(lib)
+    except RuntimeError as exc:
+        raise native.InvalidIR(f"cannot link the library part: {exc}") from None
+    compiled = load_object(emit_checked(mod, tm, libs, libdirs))
+    compiled.seconds = time.perf_counter() - start
+    return compiled
 
 
 def load_object(obj: bytes, *more: bytes) -> Compiled:
