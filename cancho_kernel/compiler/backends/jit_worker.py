@@ -252,8 +252,8 @@ class LibraryObject:
 
 @dataclass
 class SplitStats:
-    """Split runs compiled since the worker started, and how many fell back to the whole
-    program."""
+    """Programs compiled split since the worker started, and how many split attempts failed
+    and fell back to the whole program (a program without std is neither)."""
 
     runs: int = 0
     fallbacks: int = 0
@@ -312,9 +312,13 @@ class Worker:
             return got, True
         compiled = None
         if split:
-            self.split.runs += 1
+            from .split import NothingToSplit
+
             try:
                 compiled = self._compile_split(msg["ir"], libs, libdirs)
+                self.split.runs += 1
+            except NothingToSplit:
+                pass  # a program without std: the whole program is the cell's own part
             except Exception:  # noqa: BLE001 - any failure: the whole program decides
                 self.split.fallbacks += 1
         if compiled is None:

@@ -31,7 +31,8 @@ from dataclasses import dataclass, field
 LIBRARY_PREFIX = "lexs_std."
 _CANON_PREFIX = "split.lib.c"
 
-_C_STRING = re.compile(r'c"[^"]*"')
+# A string constant `c"..."` (never a quoted name ending in c, like `%"mac"`).
+_C_STRING = re.compile(r'(?<![-\w.$"])c"[^"]*"')
 _SYMBOL = re.compile(r'@(?:"([^"\\]*)"|([-a-zA-Z$._][-a-zA-Z$._0-9]*))')
 _TYPE_REF = re.compile(r'%"([^"\\]*)"')
 _DEFINE = re.compile(r'^define\s+(?:(internal|private)\s+)?(.*?)@"([^"\\]*)"(\(.*\))\s*$')
@@ -43,6 +44,10 @@ _HEADER = ("; ModuleID", "target triple", "target datalayout", "source_filename"
 
 class SplitError(Exception):
     """The IR has a shape the splitter does not handle; run the whole program instead."""
+
+
+class NothingToSplit(SplitError):
+    """The program uses no std function (or has no C ``main``): the whole program is the cell."""
 
 
 class Kind(enum.Enum):
@@ -203,7 +208,7 @@ def split_ir(ir: str) -> Split:
     types = {e.name: e for e in entities if e.kind is Kind.TYPE}
     side = {e.name: s for e in entities if (s := _side_of(e)) is not None}
     if Side.LIBRARY not in side.values() or "main" not in side:
-        raise SplitError("nothing to split")
+        raise NothingToSplit("no std function or no main")
     for e in entities:
         for r in e.refs:
             if r not in by_name and r in side:
