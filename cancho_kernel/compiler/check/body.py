@@ -133,7 +133,9 @@ class BodyChecker:
     def declare(self, name: str, ty: Type, mutable: bool, span: Span, kind: LocalKind) -> Local:
         loc = Local(name, ty, mutable, span, kind, tuple(self.open_regions))
         self.all_locals.append(loc)
-        shadows = self.lookup_local(name)
+        # Only a binding of the same scope is shadowed (params share the body's top scope); an
+        # inner block may reuse a live outer name, as in the reference (docs/decisions.md).
+        shadows = self.scopes[-1].get(name)
         self.scopes[-1][name] = loc
         self.emit(L.Declare(loc, shadows, span))
         return loc
@@ -472,12 +474,13 @@ class BodyChecker:
         return Ref(reg, True, vt)
 
     def struct_lit(self, e: ast.StructLit) -> Type:
-        if e.qualifier is None and e.name.name in B.CAPABILITY_KINDS | B.HANDLE_TYPES | {"Split"}:
-            n = e.name.name
-            if n in B.HANDLE_TYPES:
-                fail(Rule.CAPABILITY_MISUSED, f"`{n}` is a capability and has no literal form: it comes only from "
-                     f"the builtin that opens a `{n}`", e.span)
-            fail(Rule.CAPABILITY_MISUSED, f"`{n}` has no literal: capabilities come only from `split`", e.span)
+        n = e.name.name
+        # A prelude name the edition does not have yet may be a user type (docs/decisions.md).
+        if e.qualifier is None and n in B.CAPABILITY_KINDS | B.HANDLE_TYPES | {"Split"} \
+                and B.prelude_type_visible(n, self.edition) and n not in self.module.items:
+            source = (f"the builtin that opens a `{n}`" if n in B.HANDLE_TYPES else "`split`")
+            fail(Rule.CAPABILITY_MISUSED, f"`{n}` is a capability and has no literal form: it comes only from "
+                 f"{source}", e.span)
         return self.agg.struct_lit(e)
 
     def alloc_slice(self, e: ast.AllocSlice) -> Type:
@@ -575,19 +578,20 @@ class BodyChecker:
         c = self.consts.get(e.operand)
         if e.op == "-":
             if t not in (INT, FLOAT, F32):
-                fail(Rule.OPERATOR_TYPE_MISMATCH, f"unary `-` takes `int`, `float` or `f32`, not `{t}`", e.span)
+                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{t}` cannot be negated (`int`, `float` and `f32` can)",
+                     e.operand.span)
             if t == INT and c is not None:
                 self.fold(e, lambda: int_neg(c))
             return t
         if e.op == "!":
             if t != BOOL:
-                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`!` takes `bool`, not `{t}`", e.span)
+                mismatch(BOOL, t, e.operand.span)
             if c is not None:
                 self.consts[e] = not c
             return BOOL
         if e.op == "~":
             if t != INT:
-                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`~` takes `int`, not `{t}`", e.span)
+                mismatch(INT, t, e.operand.span)
             if c is not None:
                 self.consts[e] = ~c
             return INT
@@ -605,48 +609,24 @@ class BodyChecker:
             self.folded_operators += 1
 
     def binary(self, e: ast.Binary) -> Type:
+        """Both operands must have one type first (`type-mismatch`); then `%`, the bit operators
+        and `&&`/`||` want `int`/`bool` (`type-mismatch`), while arithmetic, ordering and `==` on a
+        type without them are `operator-type-mismatch` — the reference's order and tags
+        (docs/decisions.md)."""
         op = e.op
         lt = self.expr(e.left)
         if op in LOGIC:
-            if lt != BOOL:
-                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` takes `bool` operands, not `{lt}`", e.left.span)
             right_events, rt = self.sub_events(lambda: self.expr(e.right))
-            if rt != BOOL:
-                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` takes `bool` operands, not `{rt}`", e.right.span)
+            if rt != lt:
+                mismatch(lt, rt, e.right.span)
+            if lt != BOOL:
+                mismatch(BOOL, lt, e.left.span)
             self.emit(L.Branch([right_events, []], e.span))
             return BOOL
         rt = self.expr(e.right)
-        if op in ARITH or op == "%":
-            ok = (INT,) if op == "%" else (INT, FLOAT, F32)
-            if lt not in (INT, FLOAT, F32) or rt not in (INT, FLOAT, F32):
-                bad = lt if lt not in (INT, FLOAT, F32) else rt
-                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{bad}` has no arithmetic (`int`, `float` and `f32` do)", e.span)
-            if lt not in ok:
-                mismatch(INT, lt, e.left.span)
-            if rt != lt:
-                mismatch(lt, rt, e.right.span)
-            result = lt
-        elif op in COMPARE:
-            if lt not in (INT, FLOAT, F32) or rt not in (INT, FLOAT, F32):
-                bad = lt if lt not in (INT, FLOAT, F32) else rt
-                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` orders `int`, `float` and `f32`, not `{bad}`", e.span)
-            if rt != lt:
-                mismatch(lt, rt, e.right.span)
-            result = BOOL
-        elif op in EQUALITY:
-            if lt not in EQ_SCALARS or rt not in EQ_SCALARS:
-                bad = lt if lt not in EQ_SCALARS else rt
-                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` compares scalars, not `{bad}`", e.span)
-            if rt != lt:
-                mismatch(lt, rt, e.right.span)
-            result = BOOL
-        elif op in BITS:
-            if lt != INT or rt != INT:
-                bad = lt if lt != INT else rt
-                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{op}` is defined for `int` only, not `{bad}`", e.span)
-            result = INT
-        else:
-            fail(Rule.INTERNAL, f"unknown operator {op}", e.span)
+        if rt != lt:
+            mismatch(lt, rt, e.right.span)
+        result = self.operator_result(op, lt, e)
         a, b = self.consts.get(e.left), self.consts.get(e.right)
         if a is not None and b is not None and lt in (INT, BOOL):
             if lt == INT:
@@ -654,6 +634,30 @@ class BodyChecker:
             elif op in EQUALITY:
                 self.consts[e] = (a == b) if op == "==" else (a != b)
         return result
+
+    @staticmethod
+    def operator_result(op: str, lt: Type, e: ast.Binary) -> Type:
+        """The result of a binary operator whose operands both have type `lt`, or its refusal."""
+        if op in ("%", *BITS):
+            if lt != INT:
+                mismatch(INT, lt, e.left.span)
+            return INT
+        if op in ARITH:
+            if lt not in (INT, FLOAT, F32):
+                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{lt}` has no arithmetic (`int`, `float` and `f32` do)",
+                     e.left.span)
+            return lt
+        if op in COMPARE:
+            if lt not in (INT, FLOAT, F32):
+                fail(Rule.OPERATOR_TYPE_MISMATCH, f"`{lt}` has no ordering (`int`, `float` and `f32` do)",
+                     e.left.span)
+            return BOOL
+        if op in EQUALITY:
+            if lt not in EQ_SCALARS:
+                fail(Rule.OPERATOR_TYPE_MISMATCH,
+                     f"`{lt}` cannot be compared with `==`: equality is for the scalars and `c_ptr`", e.left.span)
+            return BOOL
+        fail(Rule.INTERNAL, f"unknown operator {op}", e.span)
 
     # ------------------------------------------------------------ calls
 

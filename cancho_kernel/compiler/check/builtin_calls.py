@@ -127,7 +127,7 @@ class BuiltinCalls:
                 inside = lit.startswith(t.literal)
             if not inside:
                 why = " (a path prefix extends at a `/`)" if path_like and lit.startswith(t.literal) else ""
-                fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`{t}` cannot be narrowed to `\"{lit}\"`{why}", a.span)
+                fail(Rule.CAPABILITY_NOT_NARROWABLE, f"`{t}` cannot be narrowed to `{lit}`{why}", a.span)
             if t.kind == "Ffi":
                 from .signatures import check_ffi_scope
                 check_ffi_scope(lit, a.span)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from ..source import Span
 from .refusals import fail, mismatch
-from .types import (STATIC, Adt, BoxT, FnT, Param, Ref, Region, Slice, Tuple, Type, Var,
+from .types import (STATIC, Adt, BoxT, Cap, FnT, Param, Ref, Region, Slice, Tuple, Type, Var,
                     map_type, regions_in, substitute, walk)
 
 if TYPE_CHECKING:
@@ -115,6 +115,8 @@ class TypeRelations:
             elif not self.outlives(actual.region, formal.region):
                 fail(Rule.REFERENCE_ESCAPES_REGION,
                           f"`{actual}` does not outlive `{formal.region.name}`", span)
+            if lends_ffi(self.zonk(actual.target), self.zonk(formal.target)):
+                return
             self.bind(formal.target, actual.target, tsub, rsub, callee_regions, span, top=False)
             return
         if isinstance(formal, Slice) and isinstance(actual, Slice):
@@ -179,3 +181,13 @@ class TypeRelations:
     def coerce(self, actual: Type, expected: Type, span: Span) -> None:
         """`actual` may be used where `expected` is wanted (unique→shared, outliving regions)."""
         self.bind(expected, actual, {}, {}, set(), span)
+
+
+def lends_ffi(held: Type, wanted: Type) -> bool:
+    """A borrowed `Ffi` over a set of libraries may be lent where a strict subset of them is
+    wanted (the reference's foreign-authority rules, docs/decisions.md); never from the root."""
+    if not (isinstance(held, Cap) and isinstance(wanted, Cap) and held.kind == wanted.kind == "Ffi"):
+        return False
+    if not held.literal or not wanted.literal:
+        return False
+    return set(wanted.literal.split(",")) < set(held.literal.split(","))
