@@ -272,11 +272,11 @@ def static_signature(it: ItemRef, modules: dict[str, ModuleScope]) -> FnSig:
     from .types import BYTE, FLOAT, STATIC
     d = it.decl
     if not isinstance(d.ty, ast.SliceType):
-        raise Refusal(Rule.STATIC_ITEM, "a static is a slice of scalars, written `[int]`, `[byte]`, `[bool]` or `[float]`",
+        raise Refusal(Rule.STATIC_ITEM, "a `static` holds scalars: a slice written `[int]`, `[byte]`, `[bool]` or `[float]`",
                       d.ty.span)
     elem = TypeResolver(modules, it.module, it.edition, {}, {}).resolve(d.ty.elem)
     if elem not in (INT, BOOL, BYTE, FLOAT):
-        raise Refusal(Rule.STATIC_ITEM, f"a static holds `int`, `bool`, `byte` or `float` elements, not `{elem}`", d.ty.span)
+        raise Refusal(Rule.STATIC_ITEM, f"a `static` holds scalars (`int`, `bool`, `byte` or `float` elements), not `{elem}`", d.ty.span)
     return FnSig(it.name, it.key, {}, [], {}, [], frozenset(), Ref(STATIC, False, Slice(elem)), "static", d)
 
 
