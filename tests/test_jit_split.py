@@ -206,3 +206,18 @@ def test_a_local_name_ending_in_c_is_not_read_as_a_string_constant():
     constants used after it on the line (std.hmac's tests fell back to the whole program)."""
     assert split._refs('%"mac" = call i64 @"f"(ptr @"str.1") c"a@b" , ptr @"c"') == {
         "str.1", "f", "c"}
+
+
+def test_evicted_libraries_and_programs_stay_correct():
+    """With room for one entry in each cache, two cells using different std functions evict
+    each other's library and program every run: a library in use by a kept program outlives
+    its eviction, and each run still prints what the whole program prints."""
+    from cancho_kernel.compiler.backends.jit_worker import CacheBounds
+
+    other = compiled_ir([ROOT / "tests" / "split_programs" / "vec_of_user_structs.cho"])
+    with JitWorker(cache=CacheBounds(programs=1)) as small:
+        for ir in (std_cell(61), other, std_cell(61), other, std_cell(62)):
+            whole, parted = both(small, ir)
+            assert observed(parted) == observed(whole)
+        lib, stats = small.library_stats()
+        assert lib.evictions >= 3 and stats.fallbacks == 0

@@ -26,14 +26,14 @@ length and a UTF-8 JSON object; descriptors travel with ``socket.send_fds`` on t
                        or {"ev": "error", "kind": "invalid-ir"|"link"|"internal", "message"}
                        {"ev": "pong", "pid", "child": "c"|"python",  (how runs start)
                         "cache": {"programs", "bytes", "hits", "misses", "evictions"},
-                        "library": {same fields, the split runs' optimised std parts},
+                        "library": {same fields, the split runs' std engines},
                         "split": {"runs", "fallbacks"}}
 
 Split runs (a notebook's cells; ``%%bench`` and the CLI never ask for them): the program's IR is
 cut into its std library part and the cell's own part (``split.py``), each optimised on its own;
-the library optimised (bitcode) is kept in a second :class:`ProgramCache` keyed by its text, so an
-edited cell optimises only its own part, links the kept library in and generates code for both
-(``mcjit.compile_split``). Calls from the cell into std are not inlined, which is why ``%%bench`` keeps the whole
+the library, optimised and loaded in an engine of its own, is kept in a second
+:class:`ProgramCache` keyed by its text, so an edited cell optimises and compiles only its own
+part, whose uses of std resolve to the kept engine's addresses (``mcjit.LibraryEngine``). Calls from the cell into std are not inlined, which is why ``%%bench`` keeps the whole
 program. Whatever goes wrong while splitting, the run falls back to the whole program.
 
 The client kills a running child itself (SIGKILL to its process group, whose id is the pid it
@@ -209,6 +209,10 @@ class ProgramCache:
             old.free()
         self.stats.programs = len(self._entries)
 
+    def holds(self, key: str) -> bool:
+        """Whether an entry is kept under ``key`` (counts neither a hit nor a miss)."""
+        return key in self._entries
+
     def snapshot(self) -> CacheStats:
         """A copy of the counters (safe to send or keep)."""
         return dataclasses.replace(self.stats, programs=len(self._entries))
@@ -235,22 +239,6 @@ def content_key(ir: str, libs: Sequence[str], libdirs: Sequence[str], identity: 
 
 
 @dataclass
-class LibraryObject:
-    """A split run's library part optimised (bitcode, :func:`mcjit.optimized_library`), as
-    kept in the library cache."""
-
-    data: bytes
-    exports: frozenset[str]
-
-    @property
-    def size_bytes(self) -> int:
-        return len(self.data)
-
-    def free(self) -> None:
-        """Nothing to free: the bytes go with the object."""
-
-
-@dataclass
 class SplitStats:
     """Programs compiled split since the worker started, and how many split attempts failed
     and fell back to the whole program (a program without std is neither)."""
@@ -267,7 +255,7 @@ class Worker:
         self.sock = sock
         self.python_child = python_child  # fork in Python even when the C child is available
         self.cache = ProgramCache(bounds)
-        self.library = ProgramCache(bounds)  # split runs' optimised std parts (LibraryObject)
+        self.library = ProgramCache(bounds)  # split runs' std parts (mcjit.LibraryEngine)
         self.split = SplitStats()
 
     def serve(self) -> None:
@@ -332,16 +320,25 @@ class Worker:
         library cache when its text was compiled before. Raises on any failure (the caller
         falls back to the whole program)."""
         from . import mcjit
-        from .split import split_ir
+        from .split import SplitError, split_ir
 
         start = time.perf_counter()
         parts = split_ir(ir)
         lib_key = self.library.key(parts.library, libs, libdirs, "library")
+        if parts.cell_exports:
+            raise SplitError("the library part uses the cell's symbols")
         lib = self.library.get(lib_key)
         if lib is None:
-            lib = LibraryObject(mcjit.optimized_library(parts.library), parts.library_exports)
+            lib = mcjit.load_library(parts.library, parts.library_exports, libs, libdirs)
             self.library.put(lib_key, lib)
-        compiled = mcjit.compile_split(parts.cell, lib.data, libs, libdirs)
+        if not self.library.holds(lib_key):
+            lib.evicted = True  # not kept (a bound): freed with the program, or now on failure
+        try:
+            compiled = mcjit.compile_against(parts.cell, lib, libs, libdirs)
+        except Exception:
+            if lib.evicted:
+                lib.free()
+            raise
         compiled.seconds = time.perf_counter() - start
         return compiled
 

@@ -78,11 +78,15 @@ class Compiled:
     main_address: int
     seconds: float
     size_bytes: int = 0
+    library: "LibraryEngine | None" = None  # a split run's library, in use while this lives
 
     def free(self) -> None:
         """Free the engine and its machine code now (not when the garbage collector gets to
         it); ``main_address`` is dangling afterwards."""
         self.engine.close()
+        if self.library is not None:
+            self.library.release()
+            self.library = None
 
 
 class _MallInfo2(ctypes.Structure):
@@ -193,41 +197,7 @@ def emit_checked(mod: llvm.ModuleRef, tm: llvm.TargetMachine, libs: Sequence[str
     return tm.emit_object(mod)
 
 
-def optimized_library(ir_text: str) -> bytes:
-    """A split run's library part (``split.py``) parsed, verified and optimised (O2), as
-    bitcode: what the JIT worker keeps, to link with each version of the cell part."""
-    mod = native.parse(ir_text)
-    native.optimize(mod, native.target_machine(jit=True))
-    return mod.as_bitcode()
-
-
-def compile_split(cell_ir: str, library_bitcode: bytes, libs: Sequence[str] = (),
-                  libdirs: Sequence[str] = ()) -> Compiled:
-    """A split run's program: the cell part optimised (O2) on its own, linked with the kept
-    optimised library (:func:`optimized_library`), and compiled to one object.
-
-    Why one object and not the library's own object loaded next to the cell's: RuntimeDyld
-    resolves the GOT-relative relocations of the JIT's large code model against the first
-    ``.got`` it loaded, so the second object of an engine reads the wrong memory (measured:
-    string constants read as another object's ``.eh_frame``). Code generation of the library
-    is redone (a few ms); its optimisation, the expensive part, is not.
-    Raises :class:`native.InvalidIR` or :class:`LinkError`.
-    """
-    start = time.perf_counter()
-    tm = native.target_machine(jit=True)
-    mod = native.parse(cell_ir)
-    native.optimize(mod, tm)
-    try:
-        lib = llvm.parse_bitcode(library_bitcode)
-        mod.link_in(lib)
-    except RuntimeError as exc:
-        raise native.InvalidIR(f"cannot link the library part: {exc}") from None
-    compiled = load_object(emit_checked(mod, tm, libs, libdirs))
-    compiled.seconds = time.perf_counter() - start
-    return compiled
-
-
-def load_object(obj: bytes, *more: bytes) -> Compiled:
+def load_object(obj: bytes) -> Compiled:
     """An MCJIT engine holding only the object ``obj`` (from :func:`compile_object`), relocated
     and ready to run (``seconds``: the time this took).
 
@@ -242,8 +212,7 @@ def load_object(obj: bytes, *more: bytes) -> Compiled:
     start = time.perf_counter()
     before = _heap_in_use()
     engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), native.target_machine(jit=True))
-    for data in (obj, *more):  # ``more``: a split run's other part; symbols resolve across them
-        engine.add_object_file(llvm.ObjectFileRef.from_data(data))
+    engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
     engine.finalize_object()
     address = engine.get_function_address("main")
     if not address:
@@ -251,8 +220,7 @@ def load_object(obj: bytes, *more: bytes) -> Compiled:
         raise native.InvalidIR("the module defines no C `main`")
     after = _heap_in_use()
     held = max(0, after - before) if after is not None and before is not None else 0
-    return Compiled(engine, address, time.perf_counter() - start,
-                    len(obj) + sum(map(len, more)) + held)
+    return Compiled(engine, address, time.perf_counter() - start, len(obj) + held)
 
 
 def compile_ir(ir_text: str, libs: Sequence[str] = (), libdirs: Sequence[str] = ()) -> Compiled:
@@ -264,6 +232,84 @@ def compile_ir(ir_text: str, libs: Sequence[str] = (), libdirs: Sequence[str] = 
     """
     start = time.perf_counter()
     compiled = load_object(compile_object(ir_text, libs, libdirs))
+    compiled.seconds = time.perf_counter() - start
+    return compiled
+
+
+@dataclass
+class LibraryEngine:
+    """A split run's library part (``split.py``) optimised and loaded in an engine of its own,
+    and the addresses of the symbols the cell parts use; kept by the JIT worker's library cache.
+
+    Why an engine of its own and not the library's object loaded next to the cell's: RuntimeDyld
+    resolves the GOT-relative relocations of the JIT's large code model against the first
+    ``.got`` it loaded, so the second object of one engine reads the wrong memory (measured:
+    string constants read as another object's ``.eh_frame``). A cell's engine instead resolves
+    the library's symbols to their absolute addresses. ``users``: cell programs compiled against
+    it still alive; evicted from the cache, the engine is freed once the last of them is.
+    """
+
+    engine: llvm.ExecutionEngine
+    addresses: dict[str, int]
+    size_bytes: int
+    users: int = 0
+    evicted: bool = False
+
+    def free(self) -> None:
+        """Evicted: free the engine now, or when the last program using it is freed."""
+        self.evicted = True
+        self._close_if_unused()
+
+    def release(self) -> None:
+        """A program compiled against this library was freed."""
+        self.users -= 1
+        self._close_if_unused()
+
+    def _close_if_unused(self) -> None:
+        if self.evicted and self.users <= 0 and not self.engine.closed:
+            self.engine.close()
+
+
+def load_library(ir_text: str, exports: frozenset[str], libs: Sequence[str] = (),
+                 libdirs: Sequence[str] = ()) -> LibraryEngine:
+    """Optimise (O2) a split run's library part and load it into an engine of its own.
+    Raises :class:`native.InvalidIR` or :class:`LinkError`."""
+    before = _heap_in_use()
+    tm = native.target_machine(jit=True)
+    mod = native.parse(ir_text)
+    native.optimize(mod, tm)
+    obj = emit_checked(mod, tm, libs, libdirs)
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), tm)
+    engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+    engine.finalize_object()
+    addresses = {name: engine.get_function_address(name) for name in sorted(exports)}
+    if not all(addresses.values()):
+        engine.close()
+        raise native.InvalidIR("the library part lacks a symbol the cell part uses")
+    after = _heap_in_use()
+    held = max(0, after - before) if after is not None and before is not None else 0
+    return LibraryEngine(engine, addresses, len(obj) + held)
+
+
+def compile_against(cell_ir: str, library: LibraryEngine, libs: Sequence[str] = (),
+                    libdirs: Sequence[str] = ()) -> Compiled:
+    """A split run's cell part optimised (O2) and compiled on its own, its uses of the library
+    resolved to the addresses in ``library`` (which it keeps alive until freed).
+    Raises :class:`native.InvalidIR` or :class:`LinkError`."""
+    start = time.perf_counter()
+    tm = native.target_machine(jit=True)
+    mod = native.parse(cell_ir)
+    native.optimize(mod, tm)
+    load_libraries(libs, libdirs)
+    missing = [m for m in _undefined_symbols(mod) if m not in library.addresses]
+    if missing:
+        raise LinkError("undefined reference to " + ", ".join(f"`{m}`" for m in missing))
+    obj = tm.emit_object(mod)
+    for name, address in library.addresses.items():
+        llvm.add_symbol(name, address)  # the process-wide table MCJIT resolves against
+    compiled = load_object(obj)
+    compiled.library = library
+    library.users += 1
     compiled.seconds = time.perf_counter() - start
     return compiled
 

@@ -209,6 +209,12 @@ def split_ir(ir: str) -> Split:
     side = {e.name: s for e in entities if (s := _side_of(e)) is not None}
     if Side.LIBRARY not in side.values() or "main" not in side:
         raise NothingToSplit("no std function or no main")
+    # Globals std functions use (the program's argument count and vector, read by std.flags)
+    # live with the library, so that it never needs the cell's symbols.
+    lib_refs = {r for e in entities if side.get(e.name) is Side.LIBRARY for r in e.refs}
+    for e in entities:
+        if e.kind is Kind.GLOBAL and not e.copyable and e.name in lib_refs:
+            side[e.name] = Side.LIBRARY
     for e in entities:
         for r in e.refs:
             if r not in by_name and r in side:
