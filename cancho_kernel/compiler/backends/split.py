@@ -200,6 +200,24 @@ def _rename(text: str, mapping: dict[str, str]) -> str:
     return re.sub(r'@"([^"\\]*)"', lambda m: f'@"{mapping.get(m.group(1), m.group(1))}"', text)
 
 
+def _canonical(lib_body: list[str], private: set[str], names: set[str]) -> list[str]:
+    """The library's texts with its private constants named by order of first use, sorted:
+    the same std functions give the same text whatever the cell's constants."""
+    mapping: dict[str, str] = {}
+    for text in lib_body:
+        if not text.startswith("define"):
+            continue
+        for m in _SYMBOL.finditer(_C_STRING.sub('c""', text)):
+            name = m.group(1) if m.group(1) is not None else m.group(2)
+            if name in private and name not in mapping:
+                mapping[name] = f"{_CANON_PREFIX}{len(mapping)}"
+    if any(n.startswith(_CANON_PREFIX) for n in names) or len(mapping) != len(private):
+        raise SplitError("cannot name the library's constants")
+    return sorted((_rename(t, mapping) for t in lib_body),
+                  key=lambda t: (0 if t.startswith("declare") or " = external " in t
+                                 else 1 if t.startswith("@") else 2, t))
+
+
 def split_ir(ir: str) -> Split:
     """Cut ``ir`` into a library and a cell part (see the module docstring). Raises
     :class:`SplitError` when there is no library part, no cell part or an unknown shape."""
@@ -262,22 +280,8 @@ def split_ir(ir: str) -> Split:
 
     order = {Kind.TYPE: 0, Kind.DECLARE: 1, Kind.GLOBAL: 2, Kind.DEFINE: 3}
     lib_entities.sort(key=lambda e: (order[e.kind], e.name))
-    lib_body = body(lib_entities, lib_uses)
-    # Canonical names for the library's private constants, by order of first use.
-    private = {e.name for e in lib_entities if e.copyable}
-    mapping: dict[str, str] = {}
-    for text in lib_body:
-        if not text.startswith("define"):
-            continue
-        for m in _SYMBOL.finditer(_C_STRING.sub('c""', text)):
-            name = m.group(1) if m.group(1) is not None else m.group(2)
-            if name in private and name not in mapping:
-                mapping[name] = f"{_CANON_PREFIX}{len(mapping)}"
-    if any(n.startswith(_CANON_PREFIX) for n in by_name) or len(mapping) != len(private):
-        raise SplitError("cannot name the library's constants")
-    lib_body = sorted((_rename(t, mapping) for t in lib_body),
-                      key=lambda t: (0 if t.startswith("declare") or " = external " in t
-                                     else 1 if t.startswith("@") else 2, t))
+    lib_body = _canonical(body(lib_entities, lib_uses),
+                          {e.name for e in lib_entities if e.copyable}, set(by_name))
     cell_body = body(cell_entities, cell_uses)
     library = "\n".join([*header, *type_defs(lib_body), "", *lib_body, ""])
     cell = "\n".join([*header, *type_defs(cell_body), "", *cell_body, ""])
