@@ -87,6 +87,8 @@ class BodyChecker:
         self.regions: NodeMap = NodeMap()
         self.params: list[Local] = []
         self.performed: set = set()
+        # Calls of builtins checked but not lowered (name, span): refused once all else passes.
+        self.unlowered: list[tuple[str, Span]] = []
         self.callees: list[ItemRef] = []
         self.generic_calls: list[ast.Call] = []
         self.folded_operators = 0

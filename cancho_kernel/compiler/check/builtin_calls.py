@@ -24,6 +24,7 @@ FS_VERBS = {
     "open_read": ("fs_read", None, Adt("::Opened", "Opened")),
     "fs_read": ("fs_read", "unique", INT),
     "fs_write": ("fs_write", "shared", INT),
+    "open_dir": ("fs_read", None, Adt("::DirOpened", "DirOpened")),
 }
 
 
@@ -146,8 +147,10 @@ class BuiltinCalls:
 
     def call_builtin(self, e: ast.Call, name: str) -> Type:
         callee = e.callee
-        if not BUILTINS[name].supported:
+        if not BUILTINS[name].checked:
             self.chk.unsupported(f"the builtin `{name}`", callee.span)
+        if not BUILTINS[name].supported:
+            self.chk.unlowered.append((name, callee.span))
         if name == "split":
             if len(e.args) != 1:
                 fail(Rule.ARITY_MISMATCH, f"`split` takes 1 argument, found {len(e.args)}", e.span)
@@ -177,7 +180,7 @@ class BuiltinCalls:
         if name in FS_VERBS:
             return self.fs_call(e, name)
         sig = builtin_signature(name, self.chk.edition)
-        assert sig is not None, name  # a supported builtin not checked above has a signature
+        assert sig is not None, name  # a checked builtin not checked above has a signature
         ret, subst = self.chk.call_sig(sig, e)
         self.chk.resolved[e] = CallTarget(CallKind.BUILTIN, name, None, sig, subst)
         self.chk.performed |= set(sig.row)

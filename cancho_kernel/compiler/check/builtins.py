@@ -6,7 +6,10 @@ The rest (`split`, `release`, `narrow`, `contents`, file-system verbs whose labe
 capability's literal) are checked at the call site by `builtin_calls.py`.
 
 A builtin this implementation has no code for is still visible at its edition (so it cannot be
-redeclared) and is refused at the call as `unsupported-on-target`. A supported builtin has a
+redeclared) and is refused at the call as `unsupported-on-target`. One that has a signature but no
+lowering yet (`UNLOWERED`) is checked through it like any other, and the refusal waits until the
+program is otherwise accepted (check/program.py), so every other rule fires first, as in the
+reference. A supported builtin has a
 lowering, registered with `LOWERINGS.register` next to its code in codegen/builtins.py, and a
 compile-time evaluation (or an explicit refusal), registered with `EVALUATIONS.register` in
 check/evaluate.py; tests/test_builtin_registry.py checks that the three agree.
@@ -58,9 +61,21 @@ PRELUDE_TYPE_EDITION: dict[str, int] = {
     "Signals": 6, "Dir": 6, "SignalWatch": 6, "Exec": 7, "Child": 7, "Pipe": 7, "ChildEnd": 7,
 }
 
+# Prelude types that only builtins in `UNLOWERED` make or take. They resolve (and cannot be
+# redeclared) exactly like the table above; they are kept apart only because the kernel's word
+# catalogue (labextension/src/words.json, rebuilt by labextension/build.sh) is generated from
+# `PRELUDE_TYPE_EDITION` and has not been regenerated for them yet.
+CHECKED_TYPE_EDITION: dict[str, int] = {
+    "DirList": 6, "DirOpened": 6, "Listing": 6, "Listed": 6, "DirStat": 6,
+}
+assert not set(CHECKED_TYPE_EDITION) & set(PRELUDE_TYPE_EDITION)
+
 CAPABILITY_KINDS = {"World", "Io", "Ffi", "Fs", "Heap", "Args", "Net", "Clock", "Signals", "Exec"}
 LITERAL_CAPS = {"Ffi", "Fs", "Net", "Signals", "Exec"}
-HANDLE_TYPES = {"File", "Listener", "Conn", "Udp", "Poller", "Dir", "SignalWatch", "Child", "Pipe", "ChildEnd"}
+HANDLE_TYPES = {"File", "Listener", "Conn", "Udp", "Poller", "Dir", "DirList", "SignalWatch", "Child", "Pipe",
+                "ChildEnd"}
+# Result enums of the prelude (declared in check/typetable.py's PRELUDE_DECLS).
+PRELUDE_ENUMS = frozenset({"Opened", "Read", "Done", "DirOpened", "Listing", "Listed", "DirStat"})
 
 # Fields of `Split` per edition (language.md §2.2). Edition 8 follows the fixture-backed reading.
 SPLIT_FIELDS: dict[int, tuple[tuple[str, str], ...]] = {}
@@ -129,10 +144,34 @@ SIGNATURES: dict[str, str] = {
     "mul_wide": "fn mul_wide(a: int, b: int) -> [] (int, int)",
     "add_carry": "fn add_carry(a: int, b: int, carry_in: int) -> [] (int, int)",
     "sub_borrow": "fn sub_borrow(a: int, b: int, borrow_in: int) -> [] (int, int)",
+    # Directory handles (edition 6; modes and `dir_rename_new` edition 7): the path is spent at
+    # `open_dir` (label `fs_read(p)`, checked at the call site); the steps beneath perform
+    # `dir_read` or `dir_write`, which name no path. Checked here, not lowered yet (`UNLOWERED`).
+    "dir_enter": "fn dir_enter[&d, &n](dir: &d Dir, name: &n [byte]) -> [dir_read] DirOpened",
+    "dir_open_read": "fn dir_open_read[&d, &n](dir: &d Dir, name: &n [byte]) -> [dir_read] Opened",
+    "dir_close": "fn dir_close(dir: Dir) -> [] int",
+    "dir_list": "fn dir_list[&d](dir: &d Dir) -> [dir_read] Listing",
+    "dir_next": "fn dir_next[&l, &n](list: &!l DirList, name: &!n [byte]) -> [dir_read] Listed",
+    "dir_list_close": "fn dir_list_close(list: DirList) -> [] int",
+    "dir_stat": "fn dir_stat[&d, &n](dir: &d Dir, name: &n [byte]) -> [dir_read] DirStat",
+    "dir_open_new": "fn dir_open_new[&d, &n](dir: &d Dir, name: &n [byte]) -> [dir_write] Opened",
+    "dir_open_append": "fn dir_open_append[&d, &n](dir: &d Dir, name: &n [byte]) -> [dir_write] Opened",
+    "dir_rename": "fn dir_rename[&d, &f, &t](dir: &d Dir, from: &f [byte], to: &t [byte]) -> [dir_write] Done",
+    "dir_rename_new": "fn dir_rename_new[&d, &f, &t](dir: &d Dir, from: &f [byte], to: &t [byte]) -> [dir_write] Done",
+    "dir_remove": "fn dir_remove[&d, &n](dir: &d Dir, name: &n [byte]) -> [dir_write] Done",
+    "dir_sync": "fn dir_sync[&d](dir: &d Dir) -> [dir_write] Done",
+    "dir_mode": "fn dir_mode[&d, &n](dir: &d Dir, name: &n [byte]) -> [dir_read] Done",
+    "dir_own_mode": "fn dir_own_mode[&d](dir: &d Dir) -> [dir_read] Done",
 }
 
 # Builtins checked at the call site (builtin_calls.py) rather than through a signature.
-CALL_SITE = frozenset({"split", "release", "narrow", "contents", "open_read", "fs_read", "fs_write"})
+CALL_SITE = frozenset({"split", "release", "narrow", "contents", "open_read", "fs_read", "fs_write", "open_dir"})
+
+# Checked (a signature above, or at the call site) but not lowered by this implementation: a call
+# is refused as `unsupported-on-target` only once the rest of the program is accepted.
+UNLOWERED = frozenset({"open_dir", "dir_enter", "dir_open_read", "dir_close", "dir_list", "dir_next",
+                       "dir_list_close", "dir_stat", "dir_open_new", "dir_open_append", "dir_rename",
+                       "dir_rename_new", "dir_remove", "dir_sync", "dir_mode", "dir_own_mode"})
 
 
 @dataclass(frozen=True)
@@ -144,13 +183,19 @@ class Builtin:
     signature: str | None  # cancho text; None when checked at the call site or unsupported
 
     @property
+    def checked(self) -> bool:
+        """Does the checker type a call to it (through a signature or at the call site)?"""
+        return self.signature is not None or self.name in CALL_SITE
+
+    @property
     def supported(self) -> bool:
         """Does this implementation check, lower and evaluate it (else `unsupported-on-target`)?"""
-        return self.signature is not None or self.name in CALL_SITE
+        return self.checked and self.name not in UNLOWERED
 
 
 BUILTINS: dict[str, Builtin] = {n: Builtin(n, e, SIGNATURES.get(n)) for n, e in sorted(BUILTIN_EDITION.items())}
 assert set(SIGNATURES) | CALL_SITE <= set(BUILTINS)
+assert UNLOWERED <= set(SIGNATURES) | CALL_SITE
 
 
 class Implementations:
@@ -190,5 +235,6 @@ def builtin_visible(name: str, edition: int) -> bool:
 
 
 def prelude_type_visible(name: str, edition: int) -> bool:
-    e = PRELUDE_TYPE_EDITION.get(name)
+    """Is `name` a prelude type in a file of this edition?"""
+    e = PRELUDE_TYPE_EDITION.get(name, CHECKED_TYPE_EDITION.get(name))
     return e is not None and e <= edition

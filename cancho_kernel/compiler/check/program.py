@@ -37,6 +37,8 @@ class CheckedProgram:
     externs: dict[str, ItemRef] = field(default_factory=dict)
     statics: dict = field(default_factory=dict)  # key -> evaluate.SliceV
     main: Optional[str] = None
+    # The first call, per checked function, of a builtin that is checked but not lowered.
+    unlowered: list[Diagnostic] = field(default_factory=list)
 
     def reachable(self) -> list[str]:
         """Keys of functions and externs reachable from `main`, in discovery order."""
@@ -128,6 +130,10 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
     if not diags:
         diags.extend(evaluate_statics([it for m in modules.values() for it in m.items.values()], prog,
                                       {k: v for e in reused.values() for k, v in e.statics.items()}))
+    if not diags and prog.unlowered:
+        # Last, as the reference has it: the program is otherwise accepted, and codegen must
+        # never see a call it has no lowering for.
+        diags.append(prog.unlowered[0])
     if diags:
         return diags, None
     if cache is not None:
@@ -391,4 +397,8 @@ def check_fn(it: ItemRef, modules: dict[str, ModuleScope], prog: CheckedProgram)
                           f"`{it.name}` declares `{label}`, which its body never performs; remove it from the row "
                           "(a row is exact: `[]` means pure)", decl.name.span)
     prog.fns[it.key] = checked
+    if checker.unlowered:
+        name, span = checker.unlowered[0]
+        prog.unlowered.append(Diagnostic(Rule.UNSUPPORTED_ON_TARGET,
+                                         f"the builtin `{name}` is not supported by cancho-kernel", span))
     return None

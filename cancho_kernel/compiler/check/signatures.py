@@ -163,7 +163,7 @@ class TypeResolver:
             return split_type(self.edition)
         if name in B.HANDLE_TYPES:
             return Handle(name)
-        if name in ("Opened", "Read", "Done"):
+        if name in B.PRELUDE_ENUMS:
             return Adt(f"::{name}", name)
         raise Refusal(Rule.UNSUPPORTED_ON_TARGET, f"the prelude type `{name}` is not supported by cancho-kernel", te.span)
 

@@ -21,6 +21,15 @@ PRELUDE_DECLS: dict[str, TypeDecl] = {
                        variants=[("Got", [INT]), ("End", []), ("Failed", [INT])]),
     "::Done": TypeDecl("::Done", "Done", "enum", None, [],
                        variants=[("Ok", [INT]), ("Failed", [INT])]),
+    # Directory handles (edition 6): an open directory, a listing of one, an entry, a status.
+    "::DirOpened": TypeDecl("::DirOpened", "DirOpened", "enum", "res", [],
+                            variants=[("Ok", [Handle("Dir")]), ("Failed", [INT])]),
+    "::Listing": TypeDecl("::Listing", "Listing", "enum", "res", [],
+                          variants=[("Ok", [Handle("DirList")]), ("Failed", [INT])]),
+    "::Listed": TypeDecl("::Listed", "Listed", "enum", None, [],
+                         variants=[("Name", [INT, INT]), ("End", []), ("Failed", [INT])]),
+    "::DirStat": TypeDecl("::DirStat", "DirStat", "enum", None, [],
+                          variants=[("Ok", [INT, INT, INT]), ("Failed", [INT])]),
 }
 
 
