@@ -66,6 +66,7 @@ PRELUDE_TYPE_EDITION: dict[str, int] = {
 # catalogue (labextension/src/words.json, rebuilt by labextension/build.sh) is generated from
 # `PRELUDE_TYPE_EDITION` and has not been regenerated for them yet.
 CHECKED_TYPE_EDITION: dict[str, int] = {
+    "Listening": 5, "Dialed": 5, "Accepted": 5, "Received": 5, "Sent": 5, "UdpOpened": 5, "Datagram": 5,
     "DirList": 6, "DirOpened": 6, "Listing": 6, "Listed": 6, "DirStat": 6,
 }
 assert not set(CHECKED_TYPE_EDITION) & set(PRELUDE_TYPE_EDITION)
@@ -75,7 +76,8 @@ LITERAL_CAPS = {"Ffi", "Fs", "Net", "Signals", "Exec"}
 HANDLE_TYPES = {"File", "Listener", "Conn", "Udp", "Poller", "Dir", "DirList", "SignalWatch", "Child", "Pipe",
                 "ChildEnd"}
 # Result enums of the prelude (declared in check/typetable.py's PRELUDE_DECLS).
-PRELUDE_ENUMS = frozenset({"Opened", "Read", "Done", "DirOpened", "Listing", "Listed", "DirStat"})
+PRELUDE_ENUMS = frozenset({"Opened", "Read", "Done", "DirOpened", "Listing", "Listed", "DirStat", "Listening",
+                           "Dialed", "Accepted", "Received", "Sent", "UdpOpened", "Datagram"})
 
 # Fields of `Split` per edition (language.md §2.2). Edition 8 follows the fixture-backed reading.
 SPLIT_FIELDS: dict[int, tuple[tuple[str, str], ...]] = {}
@@ -144,6 +146,21 @@ SIGNATURES: dict[str, str] = {
     "mul_wide": "fn mul_wide(a: int, b: int) -> [] (int, int)",
     "add_carry": "fn add_carry(a: int, b: int, carry_in: int) -> [] (int, int)",
     "sub_borrow": "fn sub_borrow(a: int, b: int, borrow_in: int) -> [] (int, int)",
+    # Socket handles (edition 5): the authority is spent where a handle is minted; the verbs on
+    # a borrowed handle perform path-free labels named after the direction.
+    "tcp_accept": "fn tcp_accept[&l](listener: &!l Listener) -> [conn_accept] Accepted",
+    "conn_read": "fn conn_read[&c, &b](conn: &!c Conn, buf: &!b [byte]) -> [conn_read] Received",
+    "conn_write": "fn conn_write[&c, &b](conn: &!c Conn, bytes: &b [byte]) -> [conn_write] Sent",
+    "conn_nonblocking": "fn conn_nonblocking[&c](conn: &!c Conn) -> [] int",
+    "conn_close": "fn conn_close(conn: Conn) -> [] int",
+    "listener_nonblocking": "fn listener_nonblocking[&l](listener: &!l Listener) -> [] int",
+    "listener_close": "fn listener_close(listener: Listener) -> [] int",
+    "udp_recv": "fn udp_recv[&u, &b](sock: &!u Udp, buf: &!b [byte]) -> [udp_recv] Datagram",
+    "udp_send": "fn udp_send[&u, &b](sock: &!u Udp, bytes: &b [byte]) -> [udp_send] Sent",
+    "udp_send_to": "fn udp_send_to[&u, &b](sock: &!u Udp, bytes: &b [byte], ticket: int) -> [udp_send] Sent",
+    "udp_local_port": "fn udp_local_port[&u](sock: &u Udp) -> [] int",
+    "udp_nonblocking": "fn udp_nonblocking[&u](sock: &!u Udp) -> [] int",
+    "udp_close": "fn udp_close(sock: Udp) -> [] int",
     # Directory handles (edition 6; modes and `dir_rename_new` edition 7): the path is spent at
     # `open_dir` (label `fs_read(p)`, checked at the call site); the steps beneath perform
     # `dir_read` or `dir_write`, which name no path. Checked here, not lowered yet (`UNLOWERED`).
@@ -169,7 +186,10 @@ CALL_SITE = frozenset({"split", "release", "narrow", "contents", "open_read", "f
 
 # Checked (a signature above, or at the call site) but not lowered by this implementation: a call
 # is refused as `unsupported-on-target` only once the rest of the program is accepted.
-UNLOWERED = frozenset({"open_dir", "dir_enter", "dir_open_read", "dir_close", "dir_list", "dir_next",
+UNLOWERED = frozenset({"tcp_accept", "conn_read", "conn_write", "conn_nonblocking", "conn_close",
+                       "listener_nonblocking", "listener_close", "udp_recv", "udp_send", "udp_send_to",
+                       "udp_local_port", "udp_nonblocking", "udp_close",
+                       "open_dir", "dir_enter", "dir_open_read", "dir_close", "dir_list", "dir_next",
                        "dir_list_close", "dir_stat", "dir_open_new", "dir_open_append", "dir_rename",
                        "dir_rename_new", "dir_remove", "dir_sync", "dir_mode", "dir_own_mode"})
 
