@@ -724,7 +724,9 @@ class BodyChecker:
             self.generic_calls.append(e)
         return ret
 
-    def call_sig(self, sig: FnSig, e: ast.Call) -> tuple[Type, dict]:
+    def call_sig(self, sig: FnSig, e: ast.Call, first: Optional[Type] = None) -> tuple[Type, dict]:
+        """Type a call against a signature; `first` is the first argument's type when the
+        caller already checked it (a capability verb reads its literal before the signature)."""
         if len(e.args) != len(sig.params):
             fail(Rule.ARITY_MISMATCH,
                       arity_message(sig.name, len(sig.params), len(e.args)), e.span)
@@ -736,8 +738,8 @@ class BodyChecker:
         # Shown as `?0`, `?1`, ... in messages while they are still unknown.
         alias = {n: f"?{i}" for i, n in enumerate(sig.tparams)}
         fresh = {("T", n): Param(alias[n], sig.key + "@call", p.bound_val) for n, p in sig.tparams.items()}
-        for arg, (pname, pty) in zip(e.args, sig.params):
-            at = self.expr(arg)
+        for i, (arg, (pname, pty)) in enumerate(zip(e.args, sig.params)):
+            at = first if i == 0 and first is not None else self.expr(arg)
             self.rel.bind(substitute(pty, fresh), at, tsub, rsub, callee_regions, arg.span)
         for inner, outer in sig.where:
             ri, ro = rsub.get(inner.uid), rsub.get(outer.uid)

@@ -12,11 +12,11 @@ from typing import TYPE_CHECKING
 from .. import ast
 from ..diagnostics import Refusal, Rule
 from ..source import Span
-from .builtins import BUILTINS
+from .builtins import BUILTINS, CAP_VERBS
 from .refusals import fail, mismatch
 from .consteval import byte_of, wrap
 from .typed import CallKind, CallTarget
-from .signatures import builtin_signature, split_type
+from .signatures import builtin_signature, cap_verb_signature, split_type
 from .types import BYTE, INT, STATIC, Adt, BoxT, Cap, LabelT, Ref, Slice, Tuple, Type
 
 # Filesystem verbs checked at the call site: (label, third argument, result).
@@ -83,6 +83,23 @@ class BuiltinCalls:
             self.byte_slice(e.args[2], unique=(third == "unique"))
         self.chk.performed.add(LabelT(label, prefix))
         self.chk.resolved[e] = CallTarget(CallKind.BUILTIN, name, prefix=prefix)
+        return ret
+
+    def cap_verb(self, e: ast.Call, name: str) -> Type:
+        """`exec_spawn`, `tcp_connect`, ...: the first argument borrows a capability whose literal
+        the label carries; the rest is an ordinary signature (check/builtins.py `CAP_VERBS`)."""
+        kind = CAP_VERBS[name][0]
+        template = builtin_signature(name, self.chk.edition)
+        if len(e.args) != len(template.params):
+            self.chk.call_sig(template, e)  # refuses with the arity message
+        ct = self.chk.expr(e.args[0])
+        target = self.rel.zonk(ct.target) if isinstance(ct, Ref) else None
+        if not (isinstance(target, Cap) and target.kind == kind):
+            fail(Rule.TYPE_MISMATCH, f"expected a borrowed `{kind}(..)` capability, found `{ct}`", e.args[0].span)
+        sig = cap_verb_signature(name, target.literal or "")
+        ret, subst = self.chk.call_sig(sig, e, first=ct)
+        self.chk.performed |= set(sig.row)
+        self.chk.resolved[e] = CallTarget(CallKind.BUILTIN, name, None, sig, subst)
         return ret
 
     def byte_slice(self, a: ast.Expr, unique: bool) -> None:
@@ -179,6 +196,8 @@ class BuiltinCalls:
             return self.narrow(e)
         if name in FS_VERBS:
             return self.fs_call(e, name)
+        if name in CAP_VERBS:
+            return self.cap_verb(e, name)
         sig = builtin_signature(name, self.chk.edition)
         assert sig is not None, name  # a checked builtin not checked above has a signature
         ret, subst = self.chk.call_sig(sig, e)

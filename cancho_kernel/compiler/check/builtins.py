@@ -68,6 +68,7 @@ PRELUDE_TYPE_EDITION: dict[str, int] = {
 CHECKED_TYPE_EDITION: dict[str, int] = {
     "Listening": 5, "Dialed": 5, "Accepted": 5, "Received": 5, "Sent": 5, "UdpOpened": 5, "Datagram": 5,
     "DirList": 6, "DirOpened": 6, "Listing": 6, "Listed": 6, "DirStat": 6,
+    "Stdio": 7, "Piped": 7, "Spawned": 7, "Exited": 7,
 }
 assert not set(CHECKED_TYPE_EDITION) & set(PRELUDE_TYPE_EDITION)
 
@@ -77,7 +78,8 @@ HANDLE_TYPES = {"File", "Listener", "Conn", "Udp", "Poller", "Dir", "DirList", "
                 "ChildEnd"}
 # Result enums of the prelude (declared in check/typetable.py's PRELUDE_DECLS).
 PRELUDE_ENUMS = frozenset({"Opened", "Read", "Done", "DirOpened", "Listing", "Listed", "DirStat", "Listening",
-                           "Dialed", "Accepted", "Received", "Sent", "UdpOpened", "Datagram"})
+                           "Dialed", "Accepted", "Received", "Sent", "UdpOpened", "Datagram", "Stdio", "Piped",
+                           "Spawned", "Exited"})
 
 # Fields of `Split` per edition (language.md §2.2). Edition 8 follows the fixture-backed reading.
 SPLIT_FIELDS: dict[int, tuple[tuple[str, str], ...]] = {}
@@ -179,19 +181,53 @@ SIGNATURES: dict[str, str] = {
     "dir_sync": "fn dir_sync[&d](dir: &d Dir) -> [dir_write] Done",
     "dir_mode": "fn dir_mode[&d, &n](dir: &d Dir, name: &n [byte]) -> [dir_read] Done",
     "dir_own_mode": "fn dir_own_mode[&d](dir: &d Dir) -> [dir_read] Done",
+    # Processes (edition 7): a channel and a child are `res` handles; starting one is a
+    # capability verb (`CAP_VERBS`); ending a handle performs nothing.
+    "pipe_open": "fn pipe_open() -> [] Piped",
+    "child_wait": "fn child_wait(child: Child) -> [] Exited",
+    "child_kill": "fn child_kill[&c](child: &c Child, signal: int) -> [child_signal] int",
+    "pipe_read": "fn pipe_read[&p, &b](pipe: &!p Pipe, buf: &!b [byte]) -> [pipe_read] Received",
+    "pipe_write": "fn pipe_write[&p, &b](pipe: &!p Pipe, bytes: &b [byte]) -> [pipe_write] Sent",
+    "pipe_nonblocking": "fn pipe_nonblocking[&p](pipe: &!p Pipe) -> [] int",
+    "pipe_close": "fn pipe_close(pipe: Pipe) -> [] int",
+    "child_end_close": "fn child_end_close(end: ChildEnd) -> [] int",
+}
+
+# Builtins whose first argument borrows a capability with a literal and whose label carries that
+# literal (`exec("/bin")`, `net_out("host:port")`): name -> (capability kind, label, template).
+# The template is written with `""`; the call's own literal replaces it in the capability and in
+# the label (builtin_calls.py).
+CAP_VERBS: dict[str, tuple[str, str, str]] = {
+    "exec_spawn": ("Exec", "exec",
+                   "fn exec_spawn[&x, &p, &a, &v](exec: &x Exec(\"\"), path: &p [byte], args: &a [byte], "
+                   "env: &v [byte], stdin: Stdio, stdout: Stdio, stderr: Stdio) -> [exec(\"\")] Spawned"),
+    "exec_spawn_in": ("Exec", "exec",
+                      "fn exec_spawn_in[&x, &d, &p, &a, &v](exec: &x Exec(\"\"), dir: &d Dir, path: &p [byte], "
+                      "args: &a [byte], env: &v [byte], stdin: Stdio, stdout: Stdio, stderr: Stdio) "
+                      "-> [exec(\"\")] Spawned"),
+    "tcp_listen": ("Net", "net_in",
+                   "fn tcp_listen[&n](net: &n Net(\"\"), port: int, backlog: int, flags: int) -> [net_in(\"\")] Listening"),
+    "tcp_connect": ("Net", "net_out",
+                    "fn tcp_connect[&n, &h](net: &n Net(\"\"), host: &h [byte], port: int) -> [net_out(\"\")] Dialed"),
+    "udp_connect": ("Net", "net_out",
+                    "fn udp_connect[&n, &h](net: &n Net(\"\"), host: &h [byte], port: int) -> [net_out(\"\")] UdpOpened"),
+    "udp_bind": ("Net", "net_in", "fn udp_bind[&n](net: &n Net(\"\"), port: int) -> [net_in(\"\")] UdpOpened"),
 }
 
 # Builtins checked at the call site (builtin_calls.py) rather than through a signature.
-CALL_SITE = frozenset({"split", "release", "narrow", "contents", "open_read", "fs_read", "fs_write", "open_dir"})
+CALL_SITE = frozenset({"split", "release", "narrow", "contents", "open_read", "fs_read", "fs_write",
+                       "open_dir"}) | frozenset(CAP_VERBS)
 
 # Checked (a signature above, or at the call site) but not lowered by this implementation: a call
 # is refused as `unsupported-on-target` only once the rest of the program is accepted.
-UNLOWERED = frozenset({"tcp_accept", "conn_read", "conn_write", "conn_nonblocking", "conn_close",
+UNLOWERED = frozenset(CAP_VERBS) | frozenset({"tcp_accept", "conn_read", "conn_write", "conn_nonblocking", "conn_close",
                        "listener_nonblocking", "listener_close", "udp_recv", "udp_send", "udp_send_to",
                        "udp_local_port", "udp_nonblocking", "udp_close",
                        "open_dir", "dir_enter", "dir_open_read", "dir_close", "dir_list", "dir_next",
                        "dir_list_close", "dir_stat", "dir_open_new", "dir_open_append", "dir_rename",
-                       "dir_rename_new", "dir_remove", "dir_sync", "dir_mode", "dir_own_mode"})
+                       "dir_rename_new", "dir_remove", "dir_sync", "dir_mode", "dir_own_mode",
+                       "pipe_open", "child_wait", "child_kill", "pipe_read", "pipe_write", "pipe_nonblocking",
+                       "pipe_close", "child_end_close"})
 
 
 @dataclass(frozen=True)

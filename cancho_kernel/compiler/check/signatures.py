@@ -277,9 +277,22 @@ def _parsed_builtin(text: str) -> ast.FnDecl:
     return f.items[0]
 
 
+def cap_verb_signature(name: str, literal: str) -> FnSig:
+    """The signature of a capability verb (`B.CAP_VERBS`) for a capability holding `literal`:
+    the template's `""` replaced in the first parameter and in the label."""
+    kind, label, _ = B.CAP_VERBS[name]
+    sig = builtin_signature(name, 8)
+    (pname, ref), rest = sig.params[0], sig.params[1:]
+    assert isinstance(ref, Ref) and ref.target == Cap(kind, ""), name
+    return FnSig(sig.name, sig.key, sig.regions, sig.where, sig.tparams,
+                 [(pname, Ref(ref.region, ref.unique, Cap(kind, literal)))] + rest,
+                 frozenset({LabelT(label, literal)}), sig.ret, sig.kind, None)
+
+
 def builtin_signature(name: str, edition: int) -> Optional[FnSig]:
-    """The signature of an ordinary builtin, or None for call-site-checked ones."""
-    text = B.SIGNATURES.get(name)
+    """The signature of an ordinary builtin (or a capability verb's template), or None for
+    call-site-checked ones."""
+    text = B.SIGNATURES.get(name) or (B.CAP_VERBS[name][2] if name in B.CAP_VERBS else None)
     if text is None:
         return None
     d = _parsed_builtin(text)

@@ -36,6 +36,15 @@ PRELUDE_DECLS: dict[str, TypeDecl] = {
                             variants=[("Ok", [Handle("Udp")]), ("Failed", [INT])]),
     "::Datagram": TypeDecl("::Datagram", "Datagram", "enum", None, [],
                            variants=[("Got", [INT]), ("Truncated", [INT]), ("Again", []), ("Failed", [INT])]),
+    # Processes (edition 7): what one of a child's streams is, a channel, a start, an end.
+    "::Stdio": TypeDecl("::Stdio", "Stdio", "enum", "res", [],
+                        variants=[("Null", []), ("Pipe", [Handle("ChildEnd")]), ("File", [Handle("File")])]),
+    "::Piped": TypeDecl("::Piped", "Piped", "enum", "res", [],
+                        variants=[("Ok", [Handle("Pipe"), Handle("ChildEnd")]), ("Failed", [INT])]),
+    "::Spawned": TypeDecl("::Spawned", "Spawned", "enum", "res", [],
+                          variants=[("Ok", [Handle("Child")]), ("Failed", [INT])]),
+    "::Exited": TypeDecl("::Exited", "Exited", "enum", None, [],
+                         variants=[("Code", [INT]), ("Signaled", [INT]), ("Failed", [INT])]),
     # Directory handles (edition 6): an open directory, a listing of one, an entry, a status.
     "::DirOpened": TypeDecl("::DirOpened", "DirOpened", "enum", "res", [],
                             variants=[("Ok", [Handle("Dir")]), ("Failed", [INT])]),
