@@ -117,3 +117,35 @@ def test_byte_mask64_checks_lowers_evaluates_and_runs(both):
     assert result.ok, result.diagnostics
     seen = both.run(result.ir)  # exe and jit agree byte for byte
     assert seen.stdout == b"YYYY\n" and seen.status == TRAP, seen  # at 7 the window passes the end
+
+
+@pytest.mark.parametrize("name", sorted(UNLOWERED))
+def test_an_unlowered_builtin_is_checked_before_it_is_refused(name: str):
+    """The same zero-argument call that refuses an unchecked builtin at once is typed through
+    an unlowered builtin's signature, so another rule (arity, type, linearity) fires first."""
+    edition = BUILTINS[name].edition
+    result = api.check_sources([SourceFile("u.cho", call_program(name, edition))])
+    assert not result.ok
+    assert result.diagnostics[0].rule != Rule.UNSUPPORTED_ON_TARGET, (name, result.diagnostics[0].message)
+
+
+def test_an_otherwise_valid_program_with_an_unlowered_call_never_reaches_codegen():
+    source = """edition 7;
+
+fn main(world: World) -> [] int {
+    release(world);
+    match pipe_open() {
+        Piped::Ok(mine, theirs) => {
+            pipe_close(mine);
+            child_end_close(theirs);
+        }
+        Piped::Failed(e) => { }
+    }
+    return 0;
+}
+"""
+    result = api.compile_sources([SourceFile("p.cho", source)])
+    assert not result.ok and result.ir is None
+    first = result.diagnostics[0]
+    assert first.rule == Rule.UNSUPPORTED_ON_TARGET and "`pipe_open` is not supported by cancho-kernel" in first.message
+    assert (first.span.line, first.span.column) == (5, 11)
