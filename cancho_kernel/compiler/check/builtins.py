@@ -59,18 +59,12 @@ PRELUDE_TYPE_EDITION: dict[str, int] = {
     "File": 1, "Opened": 1, "Read": 1,
     "Net": 2, "Thread": 4, "Clock": 5, "Done": 5, "Listener": 5, "Conn": 5, "Udp": 5, "Poller": 5,
     "Signals": 6, "Dir": 6, "SignalWatch": 6, "Exec": 7, "Child": 7, "Pipe": 7, "ChildEnd": 7,
-}
-
-# Prelude types that only builtins in `UNLOWERED` make or take. They resolve (and cannot be
-# redeclared) exactly like the table above; they are kept apart only because the kernel's word
-# catalogue (labextension/src/words.json, rebuilt by labextension/build.sh) is generated from
-# `PRELUDE_TYPE_EDITION` and has not been regenerated for them yet.
-CHECKED_TYPE_EDITION: dict[str, int] = {
+    # Handles and result enums that (for now) only builtins in `UNLOWERED` make or take.
     "Listening": 5, "Dialed": 5, "Accepted": 5, "Received": 5, "Sent": 5, "UdpOpened": 5, "Datagram": 5,
     "DirList": 6, "DirOpened": 6, "Listing": 6, "Listed": 6, "DirStat": 6,
     "Stdio": 7, "Piped": 7, "Spawned": 7, "Exited": 7,
 }
-assert not set(CHECKED_TYPE_EDITION) & set(PRELUDE_TYPE_EDITION)
+
 
 CAPABILITY_KINDS = {"World", "Io", "Ffi", "Fs", "Heap", "Args", "Net", "Clock", "Signals", "Exec"}
 LITERAL_CAPS = {"Ffi", "Fs", "Net", "Signals", "Exec"}
@@ -292,5 +286,5 @@ def builtin_visible(name: str, edition: int) -> bool:
 
 def prelude_type_visible(name: str, edition: int) -> bool:
     """Is `name` a prelude type in a file of this edition?"""
-    e = PRELUDE_TYPE_EDITION.get(name, CHECKED_TYPE_EDITION.get(name))
+    e = PRELUDE_TYPE_EDITION.get(name)
     return e is not None and e <= edition
