@@ -257,7 +257,8 @@ class Replay:
             for s in inner_declared[n:]:
                 if st.live.get(s) == LIVE:
                     self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
-                              f"`{s.name}` (a res value of type `{self.type_str(s.ty)}`) is still live at the end of this block",
+                              f"`{s.name}` is still live at the end of this block: a res value of type "
+                              f"`{self.type_str(s.ty)}` must be consumed before its block ends",
                               s.span or ev.span)
         for s in inner_declared[n:]:
             st.live.pop(s, None)
