@@ -47,3 +47,21 @@ def kernel(cancho_kernelspec):
     from kernel_client import started_kernel
 
     yield from started_kernel()
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """Build each LLVM IR program once with the exe backend; returns IR -> executable path."""
+    from cancho_kernel.compiler.backends import exe
+
+    root = tmp_path_factory.mktemp("exe")
+    cache: dict[str, str] = {}
+
+    def get(ir: str) -> str:
+        if ir not in cache:
+            path = root / f"p{len(cache)}"
+            exe.build_executable(ir, path)
+            cache[ir] = str(path)
+        return cache[ir]
+
+    return get

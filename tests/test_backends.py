@@ -222,22 +222,6 @@ BROKEN_IR = "define i64 @lexs_main() {\n  ret i32 0\n}\n"
 
 
 @pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """Build each program once with the exe backend; returns name -> path."""
-    root = tmp_path_factory.mktemp("exe")
-    cache: dict[str, str] = {}
-
-    def get(ir: str) -> str:
-        if ir not in cache:
-            path = root / f"p{len(cache)}"
-            exe.build_executable(ir, path)
-            cache[ir] = str(path)
-        return cache[ir]
-
-    return get
-
-
-@pytest.fixture(scope="module")
 def worker():
     from cancho_kernel.compiler.backends.jit import JitWorker
 

@@ -13,7 +13,7 @@ import signal
 
 import pytest
 
-from cancho_kernel.compiler.backends import exe, mcjit
+from cancho_kernel.compiler.backends import mcjit
 from cancho_kernel.compiler.backends.jit import JitWorker
 from cancho_kernel.compiler.backends.jit_worker import PYTHON_CHILD_ENV
 from cancho_kernel.compiler.backends.process import (
@@ -70,21 +70,6 @@ some:
   ret i64 0
 }
 """)
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    root = tmp_path_factory.mktemp("exe")
-    cache: dict[str, str] = {}
-
-    def get(ir: str) -> str:
-        if ir not in cache:
-            path = root / f"p{len(cache)}"
-            exe.build_executable(ir, path)
-            cache[ir] = str(path)
-        return cache[ir]
-
-    return get
 
 
 @pytest.fixture(scope="module", params=["c", "python"])

@@ -182,10 +182,15 @@ class BuiltinLowering:
     @LOWERINGS.register("truncate")
     def bi_truncate(self, e, args):
         """Traps on NaN and on any magnitude at or past 2^63; never `fptosi.sat`."""
-        b, x = self.b, args[0]
+        return self.checked_to_int(args[0], DOUBLE)
+
+    def checked_to_int(self, x, fty):
+        """A float of type `fty` to `int`, trapping on NaN and at or past ±2^63 (the one rule of
+        `truncate` and `int_of_f32`)."""
+        b = self.b
         bad = b.or_(b.fcmp_unordered("uno", x, x),
-                    b.or_(b.fcmp_ordered(">=", x, ir.Constant(DOUBLE, TWO63)),
-                          b.fcmp_ordered("<=", x, ir.Constant(DOUBLE, -TWO63))))
+                    b.or_(b.fcmp_ordered(">=", x, ir.Constant(fty, TWO63)),
+                          b.fcmp_ordered("<=", x, ir.Constant(fty, -TWO63))))
         self.gen.trap_if(bad)
         return b.fptosi(x, I64)
 
@@ -240,12 +245,7 @@ class BuiltinLowering:
     @LOWERINGS.register("int_of_f32")
     def bi_int_of_f32(self, e, args):
         """`truncate`'s three traps at f32: NaN, at or above 2^63, at or below -2^63."""
-        b, x = self.b, args[0]
-        bad = b.or_(b.fcmp_unordered("uno", x, x),
-                    b.or_(b.fcmp_ordered(">=", x, ir.Constant(FLOATT, TWO63)),
-                          b.fcmp_ordered("<=", x, ir.Constant(FLOATT, -TWO63))))
-        self.gen.trap_if(bad)
-        return b.fptosi(x, I64)
+        return self.checked_to_int(args[0], FLOATT)
 
     # ------------------------------------------------------------ bits (edition 8)
 
