@@ -353,3 +353,21 @@ def test_through_the_kernel(kernel):
     got = request(kernel, "complete", "tw")
     assert got["matches"] == ["twice"] and kinds(got) == {"twice": "function"}
     assert "flush_out" not in request(kernel, "complete", "flu")["matches"]
+
+
+def test_every_checked_builtin_has_a_written_signature() -> None:
+    """Inspection shows a real signature for every builtin the checker types (a capability-literal
+    verb like `exec_spawn` once showed "not supported" although the checker knew it), and says
+    "not supported" exactly for the builtins it does not type."""
+    from cancho_kernel.compiler.check.builtins import BUILTINS
+    from cancho_kernel.compiler.symbols import builtin_symbol
+
+    for name, b in BUILTINS.items():
+        sym = builtin_symbol(name, 9)
+        assert sym is not None and sym.visible, name
+        assert sym.signature.startswith(f"fn {name}"), (name, sym.signature)
+        assert ("not supported by this compiler yet" in sym.note) == (not b.checked), (name, sym.note)
+    verb = builtin_symbol("exec_spawn", 7)
+    assert verb.signature.startswith('fn exec_spawn[&x, &p, &a, &v](exec: &x Exec("p"), path: &p [byte]')
+    assert '-> [exec("p")] Spawned' in verb.signature
+    assert '-> [net_in("p")] Listening' in builtin_symbol("tcp_listen", 5).signature

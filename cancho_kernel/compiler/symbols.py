@@ -15,7 +15,7 @@ from pathlib import Path
 
 from . import ast
 from .check.builtins import (BUILTIN_EDITION, CAPABILITY_KINDS, LITERAL_CAPS, PRELUDE_TYPE_EDITION,
-                             SIGNATURES, SPLIT_FIELDS)
+                             CAP_VERBS, SIGNATURES, SPLIT_FIELDS)
 from .check.builtin_calls import FS_VERBS
 from .check.typetable import PRELUDE_DECLS
 from .lexer import KEYWORDS
@@ -203,6 +203,12 @@ def _fs_signature(name: str) -> str:
             f'-> [{label}("p")] {ret}   // "p": the capability\'s prefix; a path outside it traps')
 
 
+def _cap_verb_signature(name: str) -> str:
+    kind, _label, template = CAP_VERBS[name]
+    return (template.replace('""', '"p"') + f'   // "p": the {kind} capability\'s '
+            f'{_CAP_LITERAL[kind]}, named in the label')
+
+
 def _not_visible(since: int, edition: int) -> str:
     return f"not visible here: needs `edition {since};` (this cell is at edition {edition})"
 
@@ -225,6 +231,8 @@ def builtin_symbol(name: str, edition: int) -> Symbol | None:
         signature, note = split_signature(edition), ""
     elif name in FS_VERBS:
         signature, note = _fs_signature(name), ""
+    elif name in CAP_VERBS:
+        signature, note = _cap_verb_signature(name), ""
     elif name in CALL_SITE_SIGNATURES:
         signature, note = CALL_SITE_SIGNATURES[name], ""
     else:
