@@ -30,6 +30,7 @@ from cancho_kernel.compiler.backends.exe import build_executable
 from cancho_kernel.compiler.backends.process import RunLimits, StdoutTarget, run_executable
 
 STD_TESTS = Path(__file__).resolve().parent / "std"
+ROOT = Path(__file__).resolve().parent.parent
 STD_DIR = Path(testing.__file__).resolve().parent / "std"
 TEST_LINE = re.compile(r"^test (\S+) \.\.\. (ok|FAILED)$", re.M)
 
@@ -492,6 +493,146 @@ def test_math_floats_within_one_ulp_of_libm(tmp_path: Path) -> None:
     assert not bad, "\n".join(bad[:20])
 
 
+
+# The rest of std.math, against Python's math (the C libm) the same way: exact for the
+# roundings and fmin/fmax/copysign, within 1 ulp elsewhere (tan within 2: a quotient of two
+# kernels near its poles).
+MATH_OPS_MORE = ("fmin", "fmax", "floor", "ceil", "round", "trunc", "copysign", "hypot", "sin", "cos",
+                 "tan", "atan", "atan2", "asin", "acos", "expm1", "log1p", "sinh", "cosh", "tanh",
+                 "asinh", "acosh", "atanh")
+MATH_TWO_ARGS = {"fmin", "fmax", "copysign", "hypot", "atan2"}
+MATH_EXACT = {"fmin", "fmax", "floor", "ceil", "round", "trunc", "copysign"}
+
+
+def _c_round(a: float) -> float:
+    if not math.isfinite(a) or a == int(a):
+        return a
+    t = float(math.trunc(a))
+    d = a - t
+    w = t + 1 if d >= 0.5 else t - 1 if d <= -0.5 else t
+    return math.copysign(w, a) if w == 0 else w
+
+
+def _libm_more(op: str, a: float, b: float) -> float:
+    if op in ("fmin", "fmax"):
+        if math.isnan(a) or math.isnan(b):
+            return b if math.isnan(a) else a
+        return min(a, b) if op == "fmin" else max(a, b)
+    if op in ("floor", "ceil", "trunc"):
+        if not math.isfinite(a):
+            return a
+        w = float({"floor": math.floor, "ceil": math.ceil, "trunc": math.trunc}[op](a))
+        return math.copysign(w, a) if w == 0 else w
+    if op == "round":
+        return _c_round(a)
+    try:
+        if op == "copysign":
+            return math.copysign(a, b)
+        if op in ("hypot", "atan2"):
+            return getattr(math, op)(a, b)
+        return getattr(math, op)(a)
+    except OverflowError:
+        return math.copysign(math.inf, a) if op in ("sinh", "expm1") else math.inf
+    except ValueError:
+        if op == "atanh" and abs(a) == 1:
+            return math.copysign(math.inf, a)
+        if op == "log1p" and a == -1:
+            return -math.inf
+        return math.nan
+
+
+MATH_SPECIAL_MORE = [
+    ("fmin", -0.0, 0.0), ("fmin", math.nan, 3.0), ("fmax", 3.0, math.nan), ("fmin", math.nan, math.nan),
+    ("floor", -0.5, 0), ("floor", -0.0, 0), ("floor", 9007199254740993.0, 0), ("floor", 1e300, 0),
+    ("ceil", -0.5, 0), ("ceil", 0.5, 0), ("ceil", math.inf, 0), ("round", 0.49999999999999994, 0),
+    ("round", -0.49999999999999994, 0), ("round", 2.5, 0), ("round", -2.5, 0), ("round", -math.inf, 0),
+    ("trunc", -0.7, 0), ("trunc", 4503599627370495.5, 0), ("copysign", 3.0, -0.0), ("copysign", math.nan, -1.0),
+    ("hypot", 3e300, 4e300), ("hypot", 3e-320, 4e-320), ("hypot", math.inf, math.nan), ("hypot", 0.0, -0.0),
+    ("sin", 0.0, 0), ("sin", -0.0, 0), ("sin", 1.0, 0), ("sin", math.pi, 0), ("sin", 1e22, 0),
+    ("sin", 1.7976931348623157e308, 0), ("sin", -1e300, 0), ("sin", math.inf, 0), ("sin", math.nan, 0),
+    ("sin", 1647099.3291652855, 0), ("sin", 1647100.0, 0), ("sin", 5e-324, 0),
+    ("cos", 0.0, 0), ("cos", 1.0, 0), ("cos", math.pi / 2, 0), ("cos", 1e22, 0), ("cos", 2.0 ** 1000, 0),
+    ("tan", math.pi / 4, 0), ("tan", math.pi / 2, 0), ("tan", 1e22, 0), ("tan", -0.0, 0), ("tan", 1e-300, 0),
+    ("atan", math.inf, 0), ("atan", -1e300, 0), ("atan", 0.5, 0), ("atan", 1.0, 0), ("atan", -0.0, 0),
+    ("atan2", 0.0, -1.0), ("atan2", -0.0, -1.0), ("atan2", 0.0, -0.0), ("atan2", -0.0, 0.0), ("atan2", 1.0, 0.0),
+    ("atan2", math.inf, math.inf), ("atan2", -math.inf, -math.inf), ("atan2", 1.0, -math.inf),
+    ("atan2", 1e300, 1e-300), ("atan2", 1e-300, -1e300), ("atan2", 3.0, 1.0),
+    ("asin", 1.0, 0), ("asin", -1.0, 0), ("asin", 1.0000000000000002, 0), ("asin", 0.5, 0), ("asin", 0.98, 0),
+    ("acos", 1.0, 0), ("acos", -1.0, 0), ("acos", 0.0, 0), ("acos", -0.7, 0), ("acos", 0.7, 0),
+    ("expm1", 1e-10, 0), ("expm1", -40.0, 0), ("expm1", 710.0, 0), ("expm1", -0.0, 0), ("expm1", 0.5, 0),
+    ("log1p", -1.0, 0), ("log1p", -2.0, 0), ("log1p", 1e-20, 0), ("log1p", math.inf, 0), ("log1p", -0.0, 0),
+    ("sinh", 710.0, 0), ("sinh", -711.0, 0), ("sinh", 1e-300, 0), ("cosh", 710.4, 0), ("cosh", -0.0, 0),
+    ("tanh", 30.0, 0), ("tanh", -30.0, 0), ("tanh", -0.0, 0), ("asinh", -1e300, 0), ("asinh", 1e-10, 0),
+    ("acosh", 1.0, 0), ("acosh", 0.5, 0), ("acosh", 1e300, 0), ("atanh", 1.0, 0), ("atanh", -1.0, 0),
+    ("atanh", 0.5, 0), ("atanh", 2.0, 0),
+]
+
+
+def _math_cases_more() -> list[tuple[str, float, float]]:
+    rnd = random.Random(20261201)
+
+    def any_float() -> float:
+        c = rnd.random()
+        if c < 0.35:
+            return rnd.uniform(-10, 10)
+        if c < 0.55:
+            return rnd.uniform(-1, 1)
+        if c < 0.75:
+            return math.ldexp(rnd.random(), rnd.randint(-1074, 1024)) * rnd.choice([1, -1])
+        if c < 0.85:
+            return rnd.uniform(-1e6, 1e6)
+        return struct.unpack("<d", struct.pack("<Q", rnd.getrandbits(64)))[0]
+
+    cases = list(MATH_SPECIAL_MORE)
+    for _ in range(6000):
+        op = rnd.choice(MATH_OPS_MORE)
+        a = any_float()
+        if op in ("sinh", "cosh", "expm1") and rnd.random() < 0.6:
+            a = rnd.uniform(-720, 720)
+        cases.append((op, a, any_float() if op in MATH_TWO_ARGS else 0.0))
+    return cases
+
+
+def test_math_more_floats_against_libm(tmp_path: Path) -> None:
+    exe = build(tmp_path, STD_TESTS / "math_driver.cho")
+    cases = _math_cases_more()
+    data = b"".join(bytes([7 + MATH_OPS_MORE.index(op)]) + struct.pack("<d", a) + struct.pack("<d", b)
+                    for op, a, b in cases)
+    res = run_executable(exe, [str(exe)], data, StdoutTarget.pipe(),
+                         RunLimits(timeout=60, max_output=None))
+    assert res.exit_status == 0, res.describe()
+    assert len(res.stdout) == 8 * len(cases)
+    bad = []
+    for n, (op, a, b) in enumerate(cases):
+        got = _float(res.stdout[8 * n: 8 * n + 8])
+        want = _libm_more(op, a, b)
+        allowed = 0 if op in MATH_EXACT or not math.isfinite(want) else 2 if op == "tan" else 1
+        if _ulps(got, want) > allowed:
+            bad.append(f"{op}({a!r}, {b!r}) = {got!r}, libm {want!r}")
+    assert not bad, f"{len(bad)} of {len(cases)}:\n" + "\n".join(bad[:30])
+
+
+def test_two_over_pi_table_is_the_binary_expansion_of_two_over_pi() -> None:
+    """std.math's reduction of huge angles rests on its 2/pi table: recompute it from Machin's
+    formula in integers and compare limb by limb."""
+    def arctan_inv(x: int, one: int) -> int:
+        total = term = one // x
+        n, sign = 1, -1
+        while term:
+            term //= x * x
+            n += 2
+            total += sign * (term // n)
+            sign = -sign
+        return total
+    bits = 1700
+    one = 1 << bits
+    pi = 4 * (4 * arctan_inv(5, one) - arctan_inv(239, one))
+    count = 56
+    scaled = ((2 << bits) << (24 * count)) // pi
+    want = [(scaled >> (24 * (count - 1 - j))) & 0xFFFFFF for j in range(count)]
+    text = (ROOT / "cancho_kernel" / "std" / "math.cho").read_text()
+    got = {int(j): int(v, 16) for j, v in re.findall(r"t\[(\d+)\] = 0x([0-9a-f]{6});", text)}
+    assert [got.get(j) for j in range(count)] == want
 
 # ---------------------------------------------------------------------------------------------
 # std.http and std.route answering real requests on loopback: Python accepts each connection
