@@ -1,7 +1,6 @@
 """Diagnostics: the one way every pass reports a refusal.
 
-A refusal carries a stable rule tag (`Rule`: the reference's catalogue, less `thread-payload-type`,
-which this implementation cannot reach; docs/decisions.md), a message that says what to change,
+A refusal carries a stable rule tag (`Rule`: the reference's catalogue), a message that says what to change,
 a fixed one-sentence explanation per rule, and a span (or none, for program-level refusals).
 
 The command line's text form ends the headline with the rule tag, the way `cc` ends a warning
@@ -70,6 +69,7 @@ class Rule(StrEnum):
     SHARED_REFERENCE_WRITTEN = "shared-reference-written"
     SIGNAL_NOT_CLAIMABLE = "signal-not-claimable"
     STATIC_ITEM = "static-item"
+    THREAD_PAYLOAD_TYPE = "thread-payload-type"
     TYPE_ARGS_NOT_TAKEN = "type-args-not-taken"
     TYPE_MISMATCH = "type-mismatch"
     UNEXPECTED_CHARACTER = "unexpected-character"
@@ -135,6 +135,7 @@ EXPLANATIONS: dict[Rule, str] = {
     Rule.SHARED_REFERENCE_WRITTEN: "A shared reference, a string literal, a static or an argument is read-only.",
     Rule.SIGNAL_NOT_CLAIMABLE: "Only ALRM, HUP, INT, QUIT, TERM, USR1, USR2 and WINCH can be claimed, named without `SIG`, each once.",
     Rule.STATIC_ITEM: "A static is a slice of scalars computed at compile time by a body that performs nothing.",
+    Rule.THREAD_PAYLOAD_TYPE: "What crosses to a thread, and back from it, is one pointer-width value: a scalar other than float, a non-slice reference, a function value, an owned File or a leafless capability.",
     Rule.TYPE_ARGS_NOT_TAKEN: "A type parameter takes no type arguments.",
     Rule.TYPE_MISMATCH: "The types disagree.",
     Rule.UNEXPECTED_CHARACTER: "This character starts no token of the language.",

@@ -186,6 +186,11 @@ CALL_SITE_SIGNATURES = {
     "contents": "fn contents[&r, T](b: &r Box[T]) -> [] &r T",
     "alloc": "alloc[a](value: T) -> &!a T   // a: an open arena (region a { }), T: val",
     "alloc_slice": "alloc_slice[a](count: int, fill: T) -> &!a [T]   // traps if count < 0; T: val",
+    "spawn": ("fn spawn(payload: T, body: fn(T) -> [row] R) -> [conc, row] Thread[T, R]   "
+              "// a real OS thread; T and R: one int, bool, byte, c_ptr, fn value, non-slice reference, "
+              "or an owned File/Io/Ffi/Fs/Args/Heap/Net/Clock"),
+    "join": "fn join(t: Thread[T, R]) -> [] R   // waits for the thread; a `&!` lent to it comes back",
+    "fork_heap": "fn fork_heap[&x](h: &!x Heap) -> [heap] Heap   // a second owned Heap, for a worker",
 }
 _FS_VERB_PARAMS = {None: "", "unique": ", into: &!b [byte]", "shared": ", bytes: &b [byte]"}
 _FS_VERB_REGIONS = {None: "&f, &a", "unique": "&f, &a, &b", "shared": "&f, &a, &b"}

@@ -285,8 +285,9 @@ class BodyChecker:
             t = want
         if t == UNIT:
             fail(Rule.TYPE_MISMATCH, "this expression has no value to bind", s.value.span)
-        self.bindings[s] = self.declare(s.name.name, t, s.mutable, s.name.span,
-                                        LocalKind.VAR if s.mutable else LocalKind.LET)
+        loc = self.declare(s.name.name, t, s.mutable, s.name.span, LocalKind.VAR if s.mutable else LocalKind.LET)
+        self.bindings[s] = loc
+        self.builtin_calls.threads.bound(s.value, loc)  # a thread's handle, a copy of a `&!`
 
     def while_stmt(self, s: ast.While) -> None:
         def loop():

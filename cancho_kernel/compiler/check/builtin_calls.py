@@ -15,6 +15,7 @@ from ..source import Span
 from .builtins import BUILTINS, CAP_VERBS
 from .refusals import fail, mismatch
 from .consteval import byte_of, wrap
+from .threads import ThreadCalls
 from .typed import CallKind, CallTarget
 from .signatures import builtin_signature, cap_verb_signature, split_type
 from .types import BYTE, INT, STATIC, Adt, BoxT, Cap, LabelT, Ref, Slice, Tuple, Type
@@ -67,6 +68,7 @@ class BuiltinCalls:
     def __init__(self, chk: "BodyChecker"):
         self.chk = chk
         self.rel = chk.rel
+        self.threads = ThreadCalls(chk)
 
     def fs_call(self, e: ast.Call, name: str) -> Type:
         """`open_read`/`fs_read`/`fs_write`: the label carries the capability's own prefix."""
@@ -194,6 +196,8 @@ class BuiltinCalls:
             return Ref(t.region, t.unique, self.rel.zonk(t.target).inner)
         if name == "narrow":
             return self.narrow(e)
+        if name in ("spawn", "join", "fork_heap"):
+            return getattr(self.threads, name)(e)
         if name in FS_VERBS:
             return self.fs_call(e, name)
         if name in CAP_VERBS:

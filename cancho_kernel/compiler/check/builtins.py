@@ -211,6 +211,8 @@ CAP_VERBS: dict[str, tuple[str, str, str]] = {
 # Builtins checked at the call site (builtin_calls.py) rather than through a signature.
 CALL_SITE = frozenset({"split", "release", "narrow", "contents", "open_read", "fs_read", "fs_write",
                        "open_dir"}) | frozenset(CAP_VERBS)
+# Threads (edition 4): typed from the payload and the function value (check/threads.py).
+CALL_SITE |= frozenset({"spawn", "join", "fork_heap"})
 
 # Checked (a signature above, or at the call site) but not lowered by this implementation: a call
 # is refused as `unsupported-on-target` only once the rest of the program is accepted.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from .types import Cap, LabelT
+from .types import Cap, Handle, LabelT
 
 PATH_LABELS = {"fs_read", "fs_write", "exec"}
 PREFIX_LABELS = {"ffi", "net_out", "net_in"}
@@ -47,8 +47,19 @@ def covers(held: LabelT, wanted: LabelT) -> bool:
     return held.arg == wanted.arg
 
 
-def discharged_by(cap: Cap, label: LabelT) -> bool:
-    """Does owning `cap` by value discharge `label`?"""
+# Labels owning a handle by value discharges (the reference's file-handles.md §4.1: owning a
+# `File` discharges its label, so a worker given one performs `file_read` under row `[]`).
+HANDLE_LABELS = {"File": {"file_read", "file_write"}}
+# Labels no ownership discharges: `conc` is real concurrency, declared even by `main`.
+NEVER_DISCHARGED = {"conc"}
+
+
+def discharged_by(cap: Cap | Handle, label: LabelT) -> bool:
+    """Does owning `cap` (a capability or a handle) by value discharge `label`?"""
+    if label.name in NEVER_DISCHARGED:
+        return False
+    if isinstance(cap, Handle):
+        return label.name in HANDLE_LABELS.get(cap.name, set())
     if cap.kind == "World":
         return True
     names = CAP_LABELS.get(cap.kind, set())
@@ -60,11 +71,11 @@ def discharged_by(cap: Cap, label: LabelT) -> bool:
     return covers(LabelT(label.name, cap.literal), label)
 
 
-def undischarged(performed: Iterable[LabelT], owned: list[Cap]) -> set[LabelT]:
+def undischarged(performed: Iterable[LabelT], owned: list[Cap | Handle]) -> set[LabelT]:
     return {l for l in performed if not any(discharged_by(c, l) for c in owned)}
 
 
-def check_row(declared: frozenset, performed: set, owned: list[Cap]) -> Optional[tuple[str, LabelT]]:
+def check_row(declared: frozenset, performed: set, owned: list[Cap | Handle]) -> Optional[tuple[str, LabelT]]:
     """('not-declared', label) or ('not-performed', label) for the first violation, else None."""
     rest = undischarged(performed, owned)
     for l in sorted(rest, key=lambda x: (x.name, x.arg or "")):

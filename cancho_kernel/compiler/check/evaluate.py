@@ -395,11 +395,17 @@ def builtin(name: str, args: list, e: ast.Call):
 @EVALUATIONS.register("putchar", "write_bytes", "write_err", "getchar", "flush_out", "split", "narrow",
                       "contents", "box", "unbox", "box_slice", "unbox_slice", "arg_count", "arg",
                       "fs_read", "fs_write", "open_read", "file_read", "file_close", "clock_ms",
-                      "clock_unix_ms", "fork_clock")
+                      "clock_unix_ms", "fork_clock", "fork_heap")
 def _needs_capability(args: list, e: ast.Call):
     """These take a capability, a handle or a box, and a static has none to give (its body takes
     no parameters and performs nothing), so the checker has refused the static before this."""
     raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{e.callee.name}`: it needs a capability", e.span)
+
+
+@EVALUATIONS.register("spawn", "join")
+def _threads(args: list, e: ast.Call):
+    """A static is evaluated by the compiler, on no thread of the program's: it starts none."""
+    raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{e.callee.name}`: it starts or joins a thread", e.span)
 
 
 @EVALUATIONS.register("len")

@@ -88,6 +88,33 @@ class Loop:
     span: Span
 
 
+@dataclass(eq=False)
+class Lease:
+    """A unique reference given to a thread by `spawn`: every binding it was read from (and what
+    they copy) is lent until `handle` (the binding that holds the thread, set once known) or
+    this very lease is joined (check/threads.py)."""
+
+    sources: tuple
+    span: Span
+    handle: Optional[object] = None
+
+
+@dataclass
+class Alias:
+    """`let a = r` with `r` a unique reference: `a` reaches whatever `r` reaches."""
+
+    slot: object
+    sources: tuple
+
+
+@dataclass
+class Join:
+    """`join(t)` of a handle binding, or `join(spawn(..))` of the lease made right there."""
+
+    handle: Optional[object]
+    lease: Optional[Lease]
+
+
 LIVE, MOVED = "live", "moved"
 
 
@@ -101,9 +128,23 @@ class LinearityError(Exception):
 class _State:
     live: dict = field(default_factory=dict)  # slot -> LIVE | MOVED (res slots only)
     borrow: dict = field(default_factory=dict)  # slot -> ("frozen", n) | ("locked",)
+    leases: list = field(default_factory=list)  # Lease events not yet joined
+    roots: dict = field(default_factory=dict)  # slot -> the unique references it copies
 
     def copy(self) -> "_State":
-        return _State(dict(self.live), dict(self.borrow))
+        return _State(dict(self.live), dict(self.borrow), list(self.leases), dict(self.roots))
+
+    def reach(self, slot) -> set:
+        """The bindings a read of `slot` reaches: itself and what it copies."""
+        return {slot} | self.roots.get(slot, set())
+
+    def lent(self, slot):
+        """The unjoined lease that holds what `slot` reaches, if any."""
+        mine = self.reach(slot)
+        for lease in self.leases:
+            if any(mine & self.reach(s) for s in lease.sources):
+                return lease
+        return None
 
 
 class Replay:
@@ -131,7 +172,15 @@ class Replay:
             case Declare():
                 self._declare(ev, st, declared)
             case Use() | Touch():
+                self._lent_check(ev.slot, st, ev.span)
                 self._use(ev, st)
+            case Lease():
+                st.leases.append(ev)
+            case Alias():
+                st.roots[ev.slot] = set().union(*(st.reach(s) for s in ev.sources))
+            case Join():
+                st.leases = [l for l in st.leases
+                             if l is not ev.lease and (ev.handle is None or l.handle is not ev.handle)]
             case Discard():
                 if self.is_res_type(ev.ty):
                     self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
@@ -142,6 +191,7 @@ class Replay:
                               f"`{self.type_str(ev.ty)}` is a res value: a field cannot be read out of it; take the whole value apart",
                               ev.span)
             case Assign():
+                self._lent_check(ev.slot, st, ev.span)
                 self._assign(ev, st)
             case Scope():
                 return self._scope(ev, st, declared)
@@ -150,6 +200,7 @@ class Replay:
             case Loop():
                 self._loop(ev, st, declared)
             case Freeze():
+                self._lent_check(ev.slot, st, ev.span)
                 self._freeze(ev, st)
             case Thaw():
                 b = st.borrow.get(ev.slot)
@@ -167,6 +218,12 @@ class Replay:
             case _:
                 raise TypeError(f"unknown event {ev!r}")
         return False
+
+    def _lent_check(self, slot, st: _State, span: Span) -> None:
+        if st.leases and st.lent(slot) is not None:
+            self.fail(Rule.BORROW_CONFLICT,
+                      f"`{slot.name}` is lent to a thread that has not been joined; `join` its handle before "
+                      f"using `{slot.name}` again", span)
 
     def _declare(self, ev: Declare, st: _State, declared: list) -> None:
         if ev.shadows is not None and st.live.get(ev.shadows) == LIVE:
@@ -235,6 +292,13 @@ class Replay:
         keep = {k: v for k, v in first.live.items() if k in declared}
         st.live = {**{k: v for k, v in st.live.items() if k in declared}, **keep}
         st.borrow = first.borrow
+        held = {id(l) for l in first.leases}
+        if any({id(l) for l in other.leases} != held for other in results[1:]):
+            self.fail(Rule.BORROW_CONFLICT,
+                      "the branches disagree about whether a thread still holds a `&!`: join the handle by name "
+                      "in every arm, or in none", ev.span)
+        st.leases = first.leases
+        st.roots = {k: v for r in results for k, v in r.roots.items()}
         return False
 
     def _loop(self, ev: Loop, st: _State, declared: list) -> None:
@@ -248,6 +312,11 @@ class Replay:
                     self.fail(Rule.LINEAR_VALUE_UNCONSUMED,
                               f"`{slot.name}` is consumed inside this loop, which may run more than once (or not at all)",
                               ev.span)
+            kept = [l for l in s2.leases if not any(l is m for m in before.leases)]
+            if kept:
+                self.fail(Rule.BORROW_CONFLICT,
+                          "a thread spawned in this loop is still holding a `&!` when the iteration ends, and the "
+                          "next iteration may lend it again: `join` the handle by name inside the loop", kept[0].span)
 
     def _scope(self, ev: Scope, st: _State, declared: list) -> bool:
         inner_declared = list(declared)

@@ -154,7 +154,11 @@ class TypeResolver:
             a = te.args[0]
             inner = self.resolve(a, sized=False)
             return BoxT(inner)
-        self.no_args(te) if name != "Thread" else None
+        if name == "Thread":
+            if len(te.args) != 2:
+                raise Refusal(Rule.ARITY_MISMATCH, "`Thread` takes two type arguments: `Thread[T, R]`", te.span)
+            return Adt("::Thread", "Thread", tuple(self.resolve(a) for a in te.args))
+        self.no_args(te)
         if name in B.LITERAL_CAPS:
             raise Refusal(Rule.TYPE_MISMATCH, f"`{name}` needs its literal, e.g. `{name}(\"\")`", te.span)
         if name in B.CAPABILITY_KINDS:

@@ -576,3 +576,6 @@ class BuiltinLowering:
         b.branch(done)
         b.position_at_end(done)
         return b.load(result, typ=I64)
+
+
+from . import threads  # noqa: E402,F401 - registers the thread lowerings

@@ -91,6 +91,8 @@ class Layout:
         if isinstance(t, Tuple):
             return self._record(list(t.parts), "tuple")
         if isinstance(t, Adt):
+            if t.key == "::Thread":
+                return I64  # the `pthread_t` (codegen/threads.py)
             if self.types.is_struct(t):
                 return self._record(self.members(t), t.name)
             if self.types.is_enum(t):
