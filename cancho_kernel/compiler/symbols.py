@@ -198,9 +198,11 @@ def split_signature(edition: int) -> str:
 
 
 def _fs_signature(name: str) -> str:
-    label, third, ret = FS_VERBS[name]
-    return (f'fn {name}[{_FS_VERB_REGIONS[third]}](fs: &f Fs("p"), path: &a [byte]{_FS_VERB_PARAMS[third]}) '
-            f'-> [{label}("p")] {ret}   // "p": the capability\'s prefix; a path outside it traps')
+    labels, third, ret = FS_VERBS[name]
+    params = ", to: &b [byte]" if name == "fs_rename" else _FS_VERB_PARAMS[third]
+    row = ", ".join(f'{label}("p")' for label in labels)
+    return (f'fn {name}[{_FS_VERB_REGIONS[third]}](fs: &f Fs("p"), path: &a [byte]{params}) '
+            f'-> [{row}] {ret}   // "p": the capability\'s prefix; a path outside it traps')
 
 
 def _not_visible(since: int, edition: int) -> str:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable, Optional
 
-from .types import Cap, LabelT
+from .types import Cap, Handle, LabelT
 
 PATH_LABELS = {"fs_read", "fs_write", "exec"}
 PREFIX_LABELS = {"ffi", "net_out", "net_in"}
@@ -20,6 +20,17 @@ CAP_LABELS = {
     "Net": {"net_out", "net_in", "conn_accept", "conn_read", "conn_write", "udp_recv", "udp_send", "poll"},
     "Signals": {"signals", "signals_read"},
     "Exec": {"exec", "child_signal", "pipe_read", "pipe_write"},
+}
+
+
+# Which labels owning a handle outright (a parameter by value) discharges: the authority was
+# spent where the handle was made, and only its holder can use it.
+HANDLE_LABELS = {
+    "File": {"file_read", "file_write"},
+    "Dir": {"dir_read", "dir_write"},
+    "DirList": {"dir_read"},
+    "Pipe": {"pipe_read", "pipe_write"},
+    "Child": {"child_signal"},
 }
 
 
@@ -47,8 +58,10 @@ def covers(held: LabelT, wanted: LabelT) -> bool:
     return held.arg == wanted.arg
 
 
-def discharged_by(cap: Cap, label: LabelT) -> bool:
-    """Does owning `cap` by value discharge `label`?"""
+def discharged_by(cap: Cap | Handle, label: LabelT) -> bool:
+    """Does owning `cap` (a capability or a handle) by value discharge `label`?"""
+    if isinstance(cap, Handle):
+        return label.name in HANDLE_LABELS.get(cap.name, set())
     if cap.kind == "World":
         return True
     names = CAP_LABELS.get(cap.kind, set())
@@ -60,11 +73,11 @@ def discharged_by(cap: Cap, label: LabelT) -> bool:
     return covers(LabelT(label.name, cap.literal), label)
 
 
-def undischarged(performed: Iterable[LabelT], owned: list[Cap]) -> set[LabelT]:
+def undischarged(performed: Iterable[LabelT], owned: list[Cap | Handle]) -> set[LabelT]:
     return {l for l in performed if not any(discharged_by(c, l) for c in owned)}
 
 
-def check_row(declared: frozenset, performed: set, owned: list[Cap]) -> Optional[tuple[str, LabelT]]:
+def check_row(declared: frozenset, performed: set, owned: list[Cap | Handle]) -> Optional[tuple[str, LabelT]]:
     """('not-declared', label) or ('not-performed', label) for the first violation, else None."""
     rest = undischarged(performed, owned)
     for l in sorted(rest, key=lambda x: (x.name, x.arg or "")):

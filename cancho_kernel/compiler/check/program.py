@@ -23,7 +23,7 @@ from .signatures import FnSig, fn_signature
 from .instantiation import check_instantiation
 from .typecycles import check_type_cycles
 from .typetable import TypeTable
-from .types import (BOOL, CINT, CPTR, INT, Cap, LabelT, Prim, Ref, Slice)
+from .types import (BOOL, CINT, CPTR, INT, Cap, Handle, LabelT, Prim, Ref, Slice)
 
 
 @dataclass(eq=False)
@@ -384,7 +384,7 @@ def check_fn(it: ItemRef, modules: dict[str, ModuleScope], prog: CheckedProgram)
     d = check_linearity(checked.events, lambda t: prog.types.is_res(checker.rel.zonk(t)), lambda t: str(checker.rel.zonk(t)))
     if d is not None:
         return d
-    owned = [t for _, t in it.sig.params if isinstance(t, Cap)]
+    owned = [t for _, t in it.sig.params if isinstance(t, (Cap, Handle))]
     bad = E.check_row(it.sig.row, checked.performed, owned)
     if bad is not None:
         kind, label = bad
