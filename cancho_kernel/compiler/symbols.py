@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import ast
-from .check.builtins import (BUILTIN_EDITION, CAPABILITY_KINDS, LITERAL_CAPS, PRELUDE_TYPE_EDITION,
-                             SIGNATURES, SPLIT_FIELDS)
+from .check.builtins import (BUILTIN_EDITION, BUILTINS, CAP_VERBS, CAPABILITY_KINDS, LITERAL_CAPS,
+                             PRELUDE_TYPE_EDITION, SIGNATURES, SPLIT_FIELDS)
 from .check.builtin_calls import FS_VERBS
 from .check.typetable import PRELUDE_DECLS
 from .lexer import KEYWORDS
@@ -227,6 +227,9 @@ def builtin_symbol(name: str, edition: int) -> Symbol | None:
         signature, note = split_signature(edition), ""
     elif name in FS_VERBS:
         signature, note = _fs_signature(name), ""
+    elif name in CAP_VERBS:
+        signature = CAP_VERBS[name][2].replace('("")', '("p")') + "   // \"p\": the capability's literal"
+        note = "" if BUILTINS[name].supported else "checked, but not compiled by this compiler yet"
     elif name in CALL_SITE_SIGNATURES:
         signature, note = CALL_SITE_SIGNATURES[name], ""
     else:
@@ -259,7 +262,12 @@ _PRELUDE_HELP = {
     "Signals": "signal delivery, Signals(set)",
     "Exec": "running programs under a path prefix, Exec(prefix)",
     "Box": "Box[T]: one heap value (res); box(h, v) makes it, unbox(h, b) ends it",
-    "File": "an open file (res): file_read, file_close",
+    "File": "an open file (res): file_read, file_write, file_pread, file_pwrite, file_size, file_close",
+    "Dir": "an open directory (res): dir_enter, dir_open_read, dir_list, dir_stat, dir_close; names are one component",
+    "DirList": "a listing of a Dir (res): dir_next, dir_list_close",
+    "Child": "a started program (res): child_kill, and child_wait, which reaps it",
+    "Pipe": "the parent's end of a channel to a child (res): pipe_read, pipe_write, pipe_close",
+    "ChildEnd": "the child's end of a channel (res): given to exec_spawn as Stdio::Pipe, or child_end_close",
     "Thread": "Thread[T, R]: a running thread (res); join(t) ends it",
 }
 
