@@ -194,6 +194,11 @@ SIGNATURES: dict[str, str] = {
     "file_truncate": "fn file_truncate[&f](file: &!f File, size: int) -> [file_write] Done",
     "file_size": "fn file_size[&f](file: &!f File) -> [file_read] Done",
     "file_lock": "fn file_lock[&f](file: &!f File) -> [file_write] Done",
+    # Block-cipher steps (edition 7): pure; a wrong length traps.
+    "hw_aes_gcm": "fn hw_aes_gcm() -> [] bool",
+    "aes_encrypt_block": ("fn aes_encrypt_block[&k, &b, &o](round_keys: &k [byte], rounds: int, block: &b [byte], "
+                          "out: &!o [byte]) -> [] int"),
+    "ghash_update": "fn ghash_update[&h, &y, &d](h: &h [byte], y: &!y [byte], data: &d [byte]) -> [] int",
 }
 
 # Builtins whose first argument borrows a capability with a literal and whose label carries that

@@ -635,3 +635,15 @@ def _needs_the_system(args: list, e: ast.Call):
     or a handle, which a static's body cannot hold anyway)."""
     raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{e.callee.name}`: it needs the operating system at run time",
                   e.span)
+
+
+@EVALUATIONS.register("hw_aes_gcm")
+def _hw_aes_gcm(args: list, e: ast.Call) -> bool:
+    """The compiled builtin's answer (codegen/crypto.py: software, so no hardware path)."""
+    return False
+
+
+@EVALUATIONS.register("aes_encrypt_block", "ghash_update")
+def _writes_its_output(args: list, e: ast.Call):
+    """Both write into a unique slice, which a static's evaluation never holds."""
+    raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{e.callee.name}`: it writes into a buffer", e.span)

@@ -582,4 +582,4 @@ class BuiltinLowering:
 
 
 # Lowerings kept in modules of their own (registered on import).
-from . import files, dirs, process  # noqa: E402,F401
+from . import crypto, dirs, files, process  # noqa: E402,F401
