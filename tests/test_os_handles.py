@@ -581,3 +581,28 @@ fn main(world: World) -> [] int {
     assert run(source, "/bin/sh").status == 7
     for outside in ("/bin/echo", "/bin/shx", "/bin/sh/../echo", "/bin"):
         assert run(source, outside).status == TRAP, outside
+
+
+def test_reading_a_pipe_into_an_empty_buffer_is_einval_without_waiting(run, tree):
+    body = """
+    match pipe_open() {
+        Piped::Failed(e) => { status = e; }
+        Piped::Ok(mine, theirs) => {
+            var r = mine;
+            region z {
+                let none = alloc_slice[z](0, byte_of(0));
+                borrow mut r as &!p in {
+                    match pipe_read(p, none) {
+                        Received::Data(n) => { write_bytes(o, "data"); }
+                        Received::End => { write_bytes(o, "end"); }
+                        Received::Again => { write_bytes(o, "again"); }
+                        Received::Failed(e) => { put(o, e); }
+                    }
+                }
+            }
+            pipe_close(r);
+            child_end_close(theirs);
+        }
+    }
+    """
+    assert run(program(body), str(tree)).stdout == b"22"

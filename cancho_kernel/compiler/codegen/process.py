@@ -43,10 +43,25 @@ def bi_pipe_open(self, e, args):
 
 @LOWERINGS.register("pipe_read")
 def bi_pipe_read(self, e, args):
-    """`Data(n)`, `End` at the peer's close, `Again` when non-blocking and empty, `Failed`."""
-    b = self.b
-    n = c(self, "read", [fd32(self, args[0], True), b.extract_value(args[1], 0), b.extract_value(args[1], 1)])
-    why = errno(self)
+    """`Data(n)`, `End` at the peer's close, `Again` when non-blocking and empty, `Failed`. An
+    empty buffer is `Failed(EINVAL)` and never reaches the kernel: a blocking read of nothing
+    would wait, then answer a zero that reads as the peer closing (the socket handles' rule)."""
+    b, func = self.b, self.func
+    room = b.extract_value(args[1], 1)
+    moved = self.alloca_builder.alloca(I64, name="pipe_read.n")
+    reason = self.alloca_builder.alloca(I64, name="pipe_read.errno")
+    b.store(i64(-1), moved)
+    b.store(i64(EINVAL), reason)
+    receive = func.append_basic_block("pipe_read.call")
+    merge = func.append_basic_block("pipe_read.done")
+    b.cbranch(b.icmp_signed("==", room, i64(0)), merge, receive)
+    b.position_at_end(receive)
+    got = c(self, "read", [fd32(self, args[0], True), b.extract_value(args[1], 0), room])
+    b.store(errno(self), reason)
+    b.store(got, moved)
+    b.branch(merge)
+    b.position_at_end(merge)
+    n, why = b.load(moved, typ=I64), b.load(reason, typ=I64)
     failed = b.icmp_signed("<", n, i64(0))
     again = b.and_(failed, b.icmp_signed("==", why, i64(EAGAIN)))
     tag = b.select(b.icmp_signed(">", n, i64(0)), i64(0),
