@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from . import ast
-from .check.builtins import (BUILTIN_EDITION, CAPABILITY_KINDS, LITERAL_CAPS, PRELUDE_TYPE_EDITION,
-                             CAP_VERBS, SIGNATURES, SPLIT_FIELDS)
+from .check.builtins import (BUILTIN_EDITION, BUILTINS, CAP_VERBS, CAPABILITY_KINDS, LITERAL_CAPS,
+                             PRELUDE_TYPE_EDITION, SIGNATURES, SPLIT_FIELDS)
 from .check.builtin_calls import FS_VERBS
 from .check.typetable import PRELUDE_DECLS
 from .lexer import KEYWORDS
@@ -203,9 +203,11 @@ def split_signature(edition: int) -> str:
 
 
 def _fs_signature(name: str) -> str:
-    label, third, ret = FS_VERBS[name]
-    return (f'fn {name}[{_FS_VERB_REGIONS[third]}](fs: &f Fs("p"), path: &a [byte]{_FS_VERB_PARAMS[third]}) '
-            f'-> [{label}("p")] {ret}   // "p": the capability\'s prefix; a path outside it traps')
+    labels, third, ret = FS_VERBS[name]
+    params = ", to: &b [byte]" if name == "fs_rename" else _FS_VERB_PARAMS[third]
+    row = ", ".join(f'{label}("p")' for label in labels)
+    return (f'fn {name}[{_FS_VERB_REGIONS[third]}](fs: &f Fs("p"), path: &a [byte]{params}) '
+            f'-> [{row}] {ret}   // "p": the capability\'s prefix; a path outside it traps')
 
 
 def _cap_verb_signature(name: str) -> str:
@@ -237,7 +239,8 @@ def builtin_symbol(name: str, edition: int) -> Symbol | None:
     elif name in FS_VERBS:
         signature, note = _fs_signature(name), ""
     elif name in CAP_VERBS:
-        signature, note = _cap_verb_signature(name), ""
+        signature = _cap_verb_signature(name)
+        note = "" if BUILTINS[name].supported else "checked, but not compiled by this compiler yet"
     elif name in CALL_SITE_SIGNATURES:
         signature, note = CALL_SITE_SIGNATURES[name], ""
     else:
@@ -270,7 +273,12 @@ _PRELUDE_HELP = {
     "Signals": "signal delivery, Signals(set)",
     "Exec": "running programs under a path prefix, Exec(prefix)",
     "Box": "Box[T]: one heap value (res); box(h, v) makes it, unbox(h, b) ends it",
-    "File": "an open file (res): file_read, file_close",
+    "File": "an open file (res): file_read, file_write, file_pread, file_pwrite, file_size, file_close",
+    "Dir": "an open directory (res): dir_enter, dir_open_read, dir_list, dir_stat, dir_close; names are one component",
+    "DirList": "a listing of a Dir (res): dir_next, dir_list_close",
+    "Child": "a started program (res): child_kill, and child_wait, which reaps it",
+    "Pipe": "the parent's end of a channel to a child (res): pipe_read, pipe_write, pipe_close",
+    "ChildEnd": "the child's end of a channel (res): given to exec_spawn as Stdio::Pipe, or child_end_close",
     "Thread": "Thread[T, R]: a running thread (res); join(t) ends it",
 }
 

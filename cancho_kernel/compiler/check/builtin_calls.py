@@ -20,12 +20,20 @@ from .typed import CallKind, CallTarget
 from .signatures import builtin_signature, cap_verb_signature, split_type
 from .types import BYTE, INT, STATIC, Adt, BoxT, Cap, LabelT, Ref, Slice, Tuple, Type
 
-# Filesystem verbs checked at the call site: (label, third argument, result).
+# Filesystem verbs checked at the call site: (labels, third argument, result). Every path is
+# checked against the capability's prefix at run time (codegen `path_cstring`); `fs_rename`'s
+# third argument is a second path.
 FS_VERBS = {
-    "open_read": ("fs_read", None, Adt("::Opened", "Opened")),
-    "fs_read": ("fs_read", "unique", INT),
-    "fs_write": ("fs_write", "shared", INT),
-    "open_dir": ("fs_read", None, Adt("::DirOpened", "DirOpened")),
+    "open_read": (("fs_read",), None, Adt("::Opened", "Opened")),
+    "fs_read": (("fs_read",), "unique", INT),
+    "fs_write": (("fs_write",), "shared", INT),
+    "open_dir": (("fs_read",), None, Adt("::DirOpened", "DirOpened")),
+    "open_append": (("fs_write",), None, Adt("::Opened", "Opened")),
+    "open_write": (("fs_write",), None, Adt("::Opened", "Opened")),
+    "open_new": (("fs_write",), None, Adt("::Opened", "Opened")),
+    "open_rw": (("fs_read", "fs_write"), None, Adt("::Opened", "Opened")),
+    "fs_rename": (("fs_write",), "shared", Adt("::Done", "Done")),
+    "fs_remove": (("fs_write",), None, Adt("::Done", "Done")),
 }
 
 
@@ -72,7 +80,7 @@ class BuiltinCalls:
 
     def fs_call(self, e: ast.Call, name: str) -> Type:
         """`open_read`/`fs_read`/`fs_write`: the label carries the capability's own prefix."""
-        label, third, ret = FS_VERBS[name]
+        labels, third, ret = FS_VERBS[name]
         want = 3 if third else 2
         if len(e.args) != want:
             fail(Rule.ARITY_MISMATCH, f"`{name}` takes {want} arguments, found {len(e.args)}", e.span)
@@ -83,7 +91,7 @@ class BuiltinCalls:
         self.byte_slice(e.args[1], unique=False)
         if third:
             self.byte_slice(e.args[2], unique=(third == "unique"))
-        self.chk.performed.add(LabelT(label, prefix))
+        self.chk.performed |= {LabelT(label, prefix) for label in labels}
         self.chk.resolved[e] = CallTarget(CallKind.BUILTIN, name, prefix=prefix)
         return ret
 

@@ -23,6 +23,17 @@ CAP_LABELS = {
 }
 
 
+# Which labels owning a handle outright (a parameter by value) discharges: the authority was
+# spent where the handle was made, and only its holder can use it.
+HANDLE_LABELS = {
+    "File": {"file_read", "file_write"},
+    "Dir": {"dir_read", "dir_write"},
+    "DirList": {"dir_read"},
+    "Pipe": {"pipe_read", "pipe_write"},
+    "Child": {"child_signal"},
+}
+
+
 def extends_path(held: str, wanted: str) -> bool:
     """Path-prefix containment at a `/` boundary; the empty path holds everything."""
     if held == "":
@@ -47,9 +58,6 @@ def covers(held: LabelT, wanted: LabelT) -> bool:
     return held.arg == wanted.arg
 
 
-# Labels owning a handle by value discharges (the reference's file-handles.md §4.1: owning a
-# `File` discharges its label, so a worker given one performs `file_read` under row `[]`).
-HANDLE_LABELS = {"File": {"file_read", "file_write"}}
 # Labels no ownership discharges: `conc` is real concurrency, declared even by `main`.
 NEVER_DISCHARGED = {"conc"}
 

@@ -625,3 +625,31 @@ def encode(v: SliceV) -> bytes:
         else:
             out += struct.pack("<q", x)
     return bytes(out)
+
+
+@EVALUATIONS.register("open_append", "open_write", "open_new", "open_rw", "fs_rename", "fs_remove",
+                      "file_write", "file_pwrite", "file_pread", "file_sync", "file_truncate",
+                      "file_size", "file_lock", "open_dir", "dir_enter", "dir_open_read", "dir_close",
+                      "dir_list", "dir_next", "dir_list_close", "dir_stat", "dir_open_new",
+                      "dir_open_append", "dir_rename", "dir_rename_new", "dir_remove", "dir_sync",
+                      "dir_mode", "dir_own_mode", "exec_spawn", "exec_spawn_in", "pipe_open",
+                      "child_wait", "child_kill", "pipe_read", "pipe_write", "pipe_nonblocking",
+                      "pipe_close", "child_end_close")
+def _needs_the_system(args: list, e: ast.Call):
+    """Files, directories and processes are the operating system's, which a program being
+    compiled does not have: a static is data, so these are refused (and most need a capability
+    or a handle, which a static's body cannot hold anyway)."""
+    raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{e.callee.name}`: it needs the operating system at run time",
+                  e.span)
+
+
+@EVALUATIONS.register("hw_aes_gcm")
+def _hw_aes_gcm(args: list, e: ast.Call) -> bool:
+    """The compiled builtin's answer (codegen/crypto.py: software, so no hardware path)."""
+    return False
+
+
+@EVALUATIONS.register("aes_encrypt_block", "ghash_update")
+def _writes_its_output(args: list, e: ast.Call):
+    """Both write into a unique slice, which a static's evaluation never holds."""
+    raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{e.callee.name}`: it writes into a buffer", e.span)

@@ -469,8 +469,11 @@ class BuiltinLowering:
     def path_cstring(self, e: ast.Call, path: ir.Value) -> ir.Value:
         """Check a path against the capability's prefix (ending there or continuing at `/`, and
         no `..` anywhere: otherwise trap) and return a NUL-terminated malloc'd copy."""
+        return self.prefixed_cstring(self.gen.res(e).prefix, path)
+
+    def prefixed_cstring(self, prefix: str, path: ir.Value) -> ir.Value:
+        """`path_cstring` against a given prefix (an `Exec`'s, which its type carries)."""
         b = self.b
-        prefix: str = self.gen.res(e).prefix
         ptr, length = b.extract_value(path, 0), b.extract_value(path, 1)
         dots = self.ml.string(b"..")
         hit = self.c("memmem", [ptr, length, b.extract_value(dots, 0), ir.Constant(I64, 2)])
@@ -578,4 +581,5 @@ class BuiltinLowering:
         return b.load(result, typ=I64)
 
 
-from . import threads  # noqa: E402,F401 - registers the thread lowerings
+# Lowerings kept in modules of their own (registered on import).
+from . import crypto, dirs, files, process, threads  # noqa: E402,F401

@@ -1,0 +1,240 @@
+"""Lowering the block-cipher builtins of edition 7 (`hw_aes_gcm`, `aes_encrypt_block`,
+`ghash_update`) in portable software that takes the same time whatever the data: no table is
+indexed by a secret (the S-box is an inversion in GF(2^8) by multiplications with masks) and no
+branch depends on one. So `hw_aes_gcm()` answers false (no hardware instruction is used, and a
+program that asks first takes its own software path), while the other two compute exactly the
+FIPS-197 cipher and GCM's GHASH step, so a program that calls them anyway gets the reference's
+bytes. Wrong lengths (or `rounds` not 10, 12 or 14) trap, as an index out of bounds does.
+
+The work is in three internal functions, defined once per module on first use.
+"""
+
+from __future__ import annotations
+
+from llvmlite import ir
+
+from ..check.builtins import LOWERINGS
+from .layout import I1, I8, I64, PTR
+
+I128 = ir.IntType(128)
+VOID = ir.VoidType()
+GCM_R = 0xE1 << 120
+
+
+def _gf_mul(b: ir.IRBuilder, x: ir.Value, y: ir.Value) -> ir.Value:
+    """x * y in GF(2^8) with AES's polynomial, eight masked steps and no branch."""
+    p = ir.Constant(I8, 0)
+    for _ in range(8):
+        low = b.sub(ir.Constant(I8, 0), b.and_(y, ir.Constant(I8, 1)))
+        p = b.xor(p, b.and_(x, low))
+        high = b.sub(ir.Constant(I8, 0), b.lshr(x, ir.Constant(I8, 7)))
+        x = b.xor(b.shl(x, ir.Constant(I8, 1)), b.and_(high, ir.Constant(I8, 0x1B)))
+        y = b.lshr(y, ir.Constant(I8, 1))
+    return p
+
+
+def _rotl(b: ir.IRBuilder, x: ir.Value, n: int) -> ir.Value:
+    return b.or_(b.shl(x, ir.Constant(I8, n)), b.lshr(x, ir.Constant(I8, 8 - n)))
+
+
+def _sbox_function(module: ir.Module) -> ir.Function:
+    """`cancho_aes_sbox(x)`: x^254 (the inverse, 0 for 0) then the affine map."""
+    f = module.globals.get("cancho_aes_sbox")
+    if f is not None:
+        return f
+    f = ir.Function(module, ir.FunctionType(I8, [I8]), name="cancho_aes_sbox")
+    f.linkage = "internal"
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    x = f.args[0]
+    acc = x
+    # x^254 = x^(2+4+8+...+128): square, multiply by x, six times; then one last square.
+    for _ in range(6):
+        acc = _gf_mul(b, _gf_mul(b, acc, acc), x)
+    inv = _gf_mul(b, acc, acc)
+    s = inv
+    for n in (1, 2, 3, 4):
+        s = b.xor(s, _rotl(b, inv, n))
+    b.ret(b.xor(s, ir.Constant(I8, 0x63)))
+    return f
+
+
+def _xtime(b: ir.IRBuilder, a: ir.Value) -> ir.Value:
+    high = b.sub(ir.Constant(I8, 0), b.lshr(a, ir.Constant(I8, 7)))
+    return b.xor(b.shl(a, ir.Constant(I8, 1)), b.and_(high, ir.Constant(I8, 0x1B)))
+
+
+def _encrypt_function(module: ir.Module) -> ir.Function:
+    """`cancho_aes_encrypt(keys, rounds, in, out)`: FIPS-197's cipher on one 16-byte block."""
+    f = module.globals.get("cancho_aes_encrypt")
+    if f is not None:
+        return f
+    sbox = _sbox_function(module)
+    f = ir.Function(module, ir.FunctionType(VOID, [PTR, I64, PTR, PTR]), name="cancho_aes_encrypt")
+    f.linkage = "internal"
+    keys, rounds, src, dst = f.args
+    entry = f.append_basic_block("entry")
+    b = ir.IRBuilder(entry)
+    state = b.alloca(ir.ArrayType(I8, 16), name="state")
+    r_cell = b.alloca(I64, name="round")
+
+    def at(base, i):
+        return b.gep(base, [i if isinstance(i, ir.Value) else ir.Constant(I64, i)], source_etype=I8)
+
+    def add_round_key(k: ir.Value) -> None:
+        offset = b.mul(k, ir.Constant(I64, 16))
+        for i in range(16):
+            key = b.load(at(keys, b.add(offset, ir.Constant(I64, i))), typ=I8)
+            cell = b.gep(state, [ir.Constant(I64, 0), ir.Constant(I64, i)])
+            b.store(b.xor(b.load(cell, typ=I8), key), cell)
+
+    for i in range(16):
+        b.store(b.load(at(src, i), typ=I8), b.gep(state, [ir.Constant(I64, 0), ir.Constant(I64, i)]))
+    add_round_key(ir.Constant(I64, 0))
+    b.store(ir.Constant(I64, 1), r_cell)
+    head = f.append_basic_block("round")
+    body = f.append_basic_block("round.body")
+    mix = f.append_basic_block("round.mix")
+    key = f.append_basic_block("round.key")
+    done = f.append_basic_block("done")
+    b.branch(head)
+    b.position_at_end(head)
+    r = b.load(r_cell, typ=I64)
+    b.cbranch(b.icmp_signed("<=", r, rounds), body, done)
+    b.position_at_end(body)
+    old = [b.load(b.gep(state, [ir.Constant(I64, 0), ir.Constant(I64, i)]), typ=I8) for i in range(16)]
+    sub = [b.call(sbox, [v]) for v in old]
+    # ShiftRows: row r of column c takes row r of column c + r.
+    shifted = [sub[row + 4 * ((col + row) % 4)] for col in range(4) for row in range(4)]
+    for i, v in enumerate(shifted):
+        b.store(v, b.gep(state, [ir.Constant(I64, 0), ir.Constant(I64, i)]))
+    b.cbranch(b.icmp_signed("<", r, rounds), mix, key)
+    b.position_at_end(mix)
+    for col in range(4):
+        a = shifted[4 * col:4 * col + 4]
+        d = [_xtime(b, v) for v in a]  # 2 * a
+        out = [b.xor(b.xor(d[0], b.xor(d[1], a[1])), b.xor(a[2], a[3])),
+               b.xor(b.xor(a[0], d[1]), b.xor(b.xor(d[2], a[2]), a[3])),
+               b.xor(b.xor(a[0], a[1]), b.xor(d[2], b.xor(d[3], a[3]))),
+               b.xor(b.xor(d[0], a[0]), b.xor(a[1], b.xor(a[2], d[3])))]
+        for row, v in enumerate(out):
+            b.store(v, b.gep(state, [ir.Constant(I64, 0), ir.Constant(I64, 4 * col + row)]))
+    b.branch(key)
+    b.position_at_end(key)
+    add_round_key(r)
+    b.store(b.add(r, ir.Constant(I64, 1)), r_cell)
+    b.branch(head)
+    b.position_at_end(done)
+    for i in range(16):
+        b.store(b.load(b.gep(state, [ir.Constant(I64, 0), ir.Constant(I64, i)]), typ=I8), at(dst, i))
+    b.ret_void()
+    return f
+
+
+def _bswap(module: ir.Module, b: ir.IRBuilder, v: ir.Value) -> ir.Value:
+    f = module.globals.get("llvm.bswap.i128")
+    if f is None:
+        f = ir.Function(module, ir.FunctionType(I128, [I128]), name="llvm.bswap.i128")
+    return b.call(f, [v])
+
+
+def _ghash_function(module: ir.Module) -> ir.Function:
+    """`cancho_ghash(h, y, data, n)`: y = (y ^ block) * h for each 16-byte block, in GCM's bit
+    order (a block read big-endian, bit 0 the most significant), 128 masked steps a block."""
+    f = module.globals.get("cancho_ghash")
+    if f is not None:
+        return f
+    f = ir.Function(module, ir.FunctionType(VOID, [PTR, PTR, PTR, I64]), name="cancho_ghash")
+    f.linkage = "internal"
+    hp, yp, data, n = f.args
+    b = ir.IRBuilder(f.append_basic_block("entry"))
+    h = _bswap(module, b, b.load(hp, typ=I128, align=1))
+    y_cell = b.alloca(I128, name="y")
+    off_cell = b.alloca(I64, name="offset")
+    z_cell = b.alloca(I128, name="z")
+    v_cell = b.alloca(I128, name="v")
+    x_cell = b.alloca(I128, name="x")
+    i_cell = b.alloca(I64, name="bit")
+    b.store(_bswap(module, b, b.load(yp, typ=I128, align=1)), y_cell)
+    b.store(ir.Constant(I64, 0), off_cell)
+    blocks = f.append_basic_block("blocks")
+    block = f.append_basic_block("block")
+    bits = f.append_basic_block("bits")
+    bit = f.append_basic_block("bit")
+    next_block = f.append_basic_block("block.next")
+    done = f.append_basic_block("done")
+    b.branch(blocks)
+    b.position_at_end(blocks)
+    off = b.load(off_cell, typ=I64)
+    b.cbranch(b.icmp_signed("<", off, n), block, done)
+    b.position_at_end(block)
+    chunk = _bswap(module, b, b.load(b.gep(data, [off], source_etype=I8), typ=I128, align=1))
+    b.store(b.xor(b.load(y_cell, typ=I128), chunk), x_cell)
+    b.store(ir.Constant(I128, 0), z_cell)
+    b.store(h, v_cell)
+    b.store(ir.Constant(I64, 0), i_cell)
+    b.branch(bits)
+    b.position_at_end(bits)
+    i = b.load(i_cell, typ=I64)
+    b.cbranch(b.icmp_signed("<", i, ir.Constant(I64, 128)), bit, next_block)
+    b.position_at_end(bit)
+    x = b.load(x_cell, typ=I128)
+    v = b.load(v_cell, typ=I128)
+    take = b.sub(ir.Constant(I128, 0), b.lshr(x, ir.Constant(I128, 127)))
+    b.store(b.xor(b.load(z_cell, typ=I128), b.and_(v, take)), z_cell)
+    carry = b.sub(ir.Constant(I128, 0), b.and_(v, ir.Constant(I128, 1)))
+    b.store(b.xor(b.lshr(v, ir.Constant(I128, 1)), b.and_(carry, ir.Constant(I128, GCM_R))), v_cell)
+    b.store(b.shl(x, ir.Constant(I128, 1)), x_cell)
+    b.store(b.add(i, ir.Constant(I64, 1)), i_cell)
+    b.branch(bits)
+    b.position_at_end(next_block)
+    b.store(b.load(z_cell, typ=I128), y_cell)
+    b.store(b.add(off, ir.Constant(I64, 16)), off_cell)
+    b.branch(blocks)
+    b.position_at_end(done)
+    b.store(_bswap(module, b, b.load(y_cell, typ=I128)), yp, align=1)
+    b.ret_void()
+    return f
+
+
+@LOWERINGS.register("hw_aes_gcm")
+def bi_hw_aes_gcm(self, e, args):
+    """False: these builtins are this compiler's constant-time software, not the CPU's AES."""
+    return ir.Constant(I1, 0)
+
+
+def _trap_unless_len(self, s: ir.Value, want: int) -> None:
+    self.gen.trap_if(self.b.icmp_signed("!=", self.b.extract_value(s, 1), ir.Constant(I64, want)))
+
+
+@LOWERINGS.register("aes_encrypt_block")
+def bi_aes_encrypt_block(self, e, args):
+    """Traps unless `rounds` is 10, 12 or 14, the key is 16 * (rounds + 1) bytes and the block
+    and `out` are 16; then encrypts. Answers 0."""
+    b = self.b
+    keys, rounds, block, out = args
+    known = b.or_(b.or_(b.icmp_signed("==", rounds, ir.Constant(I64, 10)),
+                        b.icmp_signed("==", rounds, ir.Constant(I64, 12))),
+                  b.icmp_signed("==", rounds, ir.Constant(I64, 14)))
+    self.gen.trap_if(b.xor(known, ir.Constant(I1, 1)))
+    want = b.mul(b.add(rounds, ir.Constant(I64, 1)), ir.Constant(I64, 16))
+    self.gen.trap_if(b.icmp_signed("!=", b.extract_value(keys, 1), want))
+    _trap_unless_len(self, block, 16)
+    _trap_unless_len(self, out, 16)
+    f = _encrypt_function(self.rt.module)
+    b.call(f, [b.extract_value(keys, 0), rounds, b.extract_value(block, 0), b.extract_value(out, 0)])
+    return ir.Constant(I64, 0)
+
+
+@LOWERINGS.register("ghash_update")
+def bi_ghash_update(self, e, args):
+    """Traps unless `h` and `y` are 16 bytes and `data` whole blocks; then folds every block
+    of `data` into `y`. Answers 0."""
+    b = self.b
+    h, y, data = args
+    _trap_unless_len(self, h, 16)
+    _trap_unless_len(self, y, 16)
+    n = b.extract_value(data, 1)
+    self.gen.trap_if(b.icmp_signed("!=", b.and_(n, ir.Constant(I64, 15)), ir.Constant(I64, 0)))
+    f = _ghash_function(self.rt.module)
+    b.call(f, [b.extract_value(h, 0), b.extract_value(y, 0), b.extract_value(data, 0), n])
+    return ir.Constant(I64, 0)
