@@ -576,3 +576,5 @@ class BuiltinLowering:
         b.branch(done)
         b.position_at_end(done)
         return b.load(result, typ=I64)
+
+from . import net  # noqa: E402,F401  (the network, the poller and signals register their lowerings)
