@@ -667,8 +667,8 @@ def bi_udp_recv_from(self: "BuiltinLowering", e, args):
     fd = n.handle_fd(args[0])
     buf, cells = args[1], args[2]
     ptr, room = b.extract_value(buf, 0), b.extract_value(buf, 1)
-    counter = n.at(state_global(n.bl.ml.module, "lexs_net_peers", PEER_SLOTS * PEER_STRIDE // 8 + 1),
-                   PEER_SLOTS * PEER_STRIDE)
+    counter = as_ptr_to(b, n.at(state_global(n.bl.ml.module, "lexs_net_peers", PEER_SLOTS * PEER_STRIDE // 8 + 1),
+                                PEER_SLOTS * PEER_STRIDE), I64)
     ticket = b.add(b.load(counter, typ=I64), c64(1))
     entry = peer_entry(n, ticket)
     length = n.cell(c32(28), I32)
