@@ -57,6 +57,10 @@ AI_FAMILY, AI_SOCKTYPE, AI_ADDRLEN, AI_ADDR, ADDRINFO_SIZE = 4, 8, 16, 24, 48
 # epoll_event: packed (12 bytes, data at 4) on x86-64, naturally aligned elsewhere.
 EPOLL_EVENT = (12, 4) if platform.machine().lower() in ("x86_64", "amd64") else (16, 8)
 SIGNALFD_RECORD, SIGNAL_RECORDS = 128, 8
+# Where a `Child`'s leaf keeps the descriptor `poller_add_child` watches (a pidfd): written here
+# against a leaf that is the descriptor itself; the reference packs the pidfd above the pid
+# (shift 32), and a `Child` laid out that way changes only this number.
+CHILD_PIDFD_SHIFT = 0
 
 # Tickets: the descriptor in the low 32 bits, its epoch (odd while a ticket is out) above; a
 # datagram socket's ticket also carries UDP_KIND, so neither kind redeems the other's.
@@ -744,10 +748,14 @@ def poller_ctl(n: Net, poller: ir.Value, fd: ir.Value, op: int, token: ir.Value,
 
 @LOWERINGS.register("poller_add_listener", "poller_add_child", "poller_add_signals")
 def bi_poller_add_readable(self: "BuiltinLowering", e, args):
-    """Watch a listener (for connections), a child (its descriptor: readable once it exits) or a
+    """Watch a listener (for connections), a child (its pidfd: readable once it exits) or a
     signal claim (readable while a claimed signal is queued) under `token`."""
-    n = net(self)
-    return poller_ctl(n, n.handle_fd(args[0]), n.handle_fd(args[1]), EPOLL_CTL_ADD, args[2], c64(READABLE))
+    n, b = net(self), self.b
+    if e.callee.name == "poller_add_child":
+        fd = b.trunc(b.lshr(b.load(args[1], typ=I64), c64(CHILD_PIDFD_SHIFT)), I32)
+    else:
+        fd = n.handle_fd(args[1])
+    return poller_ctl(n, n.handle_fd(args[0]), fd, EPOLL_CTL_ADD, args[2], c64(READABLE))
 
 
 @LOWERINGS.register("poller_add_conn", "poller_add_udp", "poller_add_pipe", "poller_modify")
