@@ -637,8 +637,9 @@ def test_two_over_pi_table_is_the_binary_expansion_of_two_over_pi() -> None:
 # ---------------------------------------------------------------------------------------------
 # std.http and std.route answering real requests on loopback: Python accepts each connection
 # and hands the request's bytes to http_driver.cho (one request per process), whose stdout is
-# the response. The socket is Python's (this compiler has no sockets yet); every byte of the
-# parsing, routing and response writing is the cancho program's.
+# the response. The socket is Python's here; every byte of the parsing, routing and response
+# writing is the cancho program's. tests/test_net_loopback.py serves the same routes from a
+# cancho program that owns its socket (`tcp_listen`, `tcp_accept`).
 
 
 def _serve_with(exe: Path) -> type[socketserver.BaseRequestHandler]:

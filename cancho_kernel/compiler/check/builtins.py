@@ -61,6 +61,7 @@ PRELUDE_TYPE_EDITION: dict[str, int] = {
     "Signals": 6, "Dir": 6, "SignalWatch": 6, "Exec": 7, "Child": 7, "Pipe": 7, "ChildEnd": 7,
     # Handles and result enums that (for now) only builtins in `UNLOWERED` make or take.
     "Listening": 5, "Dialed": 5, "Accepted": 5, "Received": 5, "Sent": 5, "UdpOpened": 5, "Datagram": 5,
+    "Polling": 5, "Attached": 5, "Watching": 6,
     "DirList": 6, "DirOpened": 6, "Listing": 6, "Listed": 6, "DirStat": 6,
     "Stdio": 7, "Piped": 7, "Spawned": 7, "Exited": 7,
 }
@@ -73,7 +74,7 @@ HANDLE_TYPES = {"File", "Listener", "Conn", "Udp", "Poller", "Dir", "DirList", "
 # Result enums of the prelude (declared in check/typetable.py's PRELUDE_DECLS).
 PRELUDE_ENUMS = frozenset({"Opened", "Read", "Done", "DirOpened", "Listing", "Listed", "DirStat", "Listening",
                            "Dialed", "Accepted", "Received", "Sent", "UdpOpened", "Datagram", "Stdio", "Piped",
-                           "Spawned", "Exited"})
+                           "Spawned", "Exited", "Polling", "Attached", "Watching"})
 
 # Fields of `Split` per edition (language.md §2.2). Edition 8 follows the fixture-backed reading.
 SPLIT_FIELDS: dict[int, tuple[tuple[str, str], ...]] = {}
@@ -222,6 +223,50 @@ CAP_VERBS: dict[str, tuple[str, str, str]] = {
     "udp_bind": ("Net", "net_in", "fn udp_bind[&n](net: &n Net(\"\"), port: int) -> [net_in(\"\")] UdpOpened"),
 }
 
+# Network (editions 2 and 5), the poller and signals (edition 6): the rest of the reference's
+# signatures (codegen/net.py lowers them; docs/native-sockets.md, docs/signals.md there).
+SIGNATURES.update({
+    "listen": "fn listen(fd: int, backlog: int) -> [] int",
+    "accept": "fn accept(fd: int) -> [] int",
+    "conn_nodelay": "fn conn_nodelay[&c](conn: &!c Conn) -> [] int",
+    "conn_peer": "fn conn_peer[&c, &b](conn: &c Conn, out: &!b [byte]) -> [] int",
+    "conn_connect_status": "fn conn_connect_status[&c](conn: &!c Conn) -> [] int",
+    "conn_detach": "fn conn_detach(conn: Conn) -> [] int",
+    "conn_attach": "fn conn_attach(ticket: int) -> [] Attached",
+    "udp_recv_from": "fn udp_recv_from[&u, &b, &t](sock: &!u Udp, buf: &!b [byte], ticket: &!t [int]) "
+                     "-> [udp_recv] Datagram",
+    "udp_detach": "fn udp_detach(sock: Udp) -> [] int",
+    "udp_attach": "fn udp_attach(ticket: int) -> [] UdpOpened",
+    "poller_new": "fn poller_new() -> [] Polling",
+    "poller_add_listener": "fn poller_add_listener[&p, &l](poller: &!p Poller, listener: &l Listener, token: int) "
+                           "-> [poll] int",
+    "poller_add_conn": "fn poller_add_conn[&p, &c](poller: &!p Poller, conn: &c Conn, token: int, events: int) "
+                       "-> [poll] int",
+    "poller_add_udp": "fn poller_add_udp[&p, &u](poller: &!p Poller, sock: &u Udp, token: int, events: int) "
+                      "-> [poll] int",
+    "poller_add_pipe": "fn poller_add_pipe[&p, &q](poller: &!p Poller, pipe: &q Pipe, token: int, events: int) "
+                       "-> [poll] int",
+    "poller_add_child": "fn poller_add_child[&p, &c](poller: &!p Poller, child: &c Child, token: int) -> [poll] int",
+    "poller_add_signals": "fn poller_add_signals[&p, &w](poller: &!p Poller, watch: &w SignalWatch, token: int) "
+                          "-> [poll] int",
+    "poller_modify": "fn poller_modify[&p, &c](poller: &!p Poller, conn: &c Conn, token: int, events: int) "
+                     "-> [poll] int",
+    "poller_remove": "fn poller_remove[&p, &c](poller: &!p Poller, conn: &c Conn) -> [poll] int",
+    "poller_wait": "fn poller_wait[&p, &o](poller: &!p Poller, out: &!o [int], timeout_ms: int) -> [poll] int",
+    "poller_close": "fn poller_close(poller: Poller) -> [] int",
+    "signals_pending": "fn signals_pending[&w](watch: &!w SignalWatch) -> [signals_read] int",
+    "signals_close": "fn signals_close(watch: SignalWatch) -> [] int",
+})
+CAP_VERBS.update({
+    "connect": ("Net", "net_out", "fn connect[&n, &h](net: &n Net(\"\"), name: &h [byte], port: int) -> [net_out(\"\")] int"),
+    "bind": ("Net", "net_in", "fn bind[&n](net: &n Net(\"\"), port: int) -> [net_in(\"\")] int"),
+    "tcp_connect_start": ("Net", "net_out",
+                          "fn tcp_connect_start[&n, &h](net: &n Net(\"\"), host: &h [byte], port: int) "
+                          "-> [net_out(\"\")] Dialed"),
+    "signals_watch": ("Signals", "signals",
+                      "fn signals_watch[&s](signals: &s Signals(\"\")) -> [signals(\"\")] Watching"),
+})
+
 # Builtins checked at the call site (builtin_calls.py) rather than through a signature.
 CALL_SITE = frozenset({"split", "release", "narrow", "contents", "open_read", "fs_read", "fs_write",
                        "open_dir", "open_append", "open_write", "open_new", "open_rw", "fs_rename",
@@ -234,6 +279,14 @@ CALL_SITE |= frozenset({"spawn", "join", "fork_heap"})
 UNLOWERED = (frozenset(CAP_VERBS) - {"exec_spawn", "exec_spawn_in"}) | frozenset({
     "tcp_accept", "conn_read", "conn_write", "conn_nonblocking", "conn_close", "listener_nonblocking",
     "listener_close", "udp_recv", "udp_send", "udp_send_to", "udp_local_port", "udp_nonblocking", "udp_close"})
+
+
+# Lowered by codegen/net.py (issue 14): the network, the poller and signals.
+NET_LOWERED = frozenset({"connect", "bind", "tcp_listen", "tcp_connect", "tcp_connect_start", "udp_connect",
+                         "udp_bind", "signals_watch", "tcp_accept", "conn_read", "conn_write", "conn_nonblocking",
+                         "conn_close", "listener_nonblocking", "listener_close", "udp_recv", "udp_send",
+                         "udp_send_to", "udp_local_port", "udp_nonblocking", "udp_close"})
+UNLOWERED = UNLOWERED - NET_LOWERED
 
 
 @dataclass(frozen=True)

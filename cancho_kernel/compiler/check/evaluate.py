@@ -408,6 +408,22 @@ def _threads(args: list, e: ast.Call):
     raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{e.callee.name}`: it starts or joins a thread", e.span)
 
 
+@EVALUATIONS.register("connect", "bind", "listen", "accept", "tcp_listen", "tcp_connect", "tcp_connect_start",
+                      "tcp_accept", "conn_read", "conn_write", "conn_nonblocking", "conn_nodelay", "conn_peer",
+                      "conn_connect_status", "conn_detach", "conn_attach", "conn_close", "listener_nonblocking",
+                      "listener_close", "udp_connect", "udp_bind", "udp_recv", "udp_recv_from", "udp_send",
+                      "udp_send_to", "udp_local_port", "udp_nonblocking", "udp_close", "udp_detach", "udp_attach",
+                      "poller_new", "poller_add_listener", "poller_add_conn", "poller_add_udp", "poller_add_pipe",
+                      "poller_add_child", "poller_add_signals", "poller_modify", "poller_remove", "poller_wait",
+                      "poller_close", "signals_watch", "signals_pending", "signals_close")
+def _reaches_the_system(args: list, e: ast.Call):
+    """Sockets, pollers and signal claims exist only while a program runs: a static's value is
+    computed when the program is compiled, so it cannot open, wait on or redeem one (even the
+    verbs that take a bare descriptor or ticket, which name the running process's state)."""
+    raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{e.callee.name}`: it needs the running program's "
+                  "sockets, pollers or signals", e.span)
+
+
 @EVALUATIONS.register("len")
 def _len(args: list, e: ast.Call) -> int:
     return args[0].length

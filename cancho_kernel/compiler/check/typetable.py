@@ -36,6 +36,13 @@ PRELUDE_DECLS: dict[str, TypeDecl] = {
                             variants=[("Ok", [Handle("Udp")]), ("Failed", [INT])]),
     "::Datagram": TypeDecl("::Datagram", "Datagram", "enum", None, [],
                            variants=[("Got", [INT]), ("Truncated", [INT]), ("Again", []), ("Failed", [INT])]),
+    # The poller, a redeemed connection ticket (edition 5) and a signal claim (edition 6).
+    "::Polling": TypeDecl("::Polling", "Polling", "enum", "res", [],
+                          variants=[("Ok", [Handle("Poller")]), ("Failed", [INT])]),
+    "::Attached": TypeDecl("::Attached", "Attached", "enum", "res", [],
+                           variants=[("Ok", [Handle("Conn")]), ("Failed", [INT])]),
+    "::Watching": TypeDecl("::Watching", "Watching", "enum", "res", [],
+                           variants=[("Ok", [Handle("SignalWatch")]), ("Failed", [INT])]),
     # Processes (edition 7): what one of a child's streams is, a channel, a start, an end.
     "::Stdio": TypeDecl("::Stdio", "Stdio", "enum", "res", [],
                         variants=[("Null", []), ("Pipe", [Handle("ChildEnd")]), ("File", [Handle("File")])]),

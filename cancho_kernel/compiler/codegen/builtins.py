@@ -582,4 +582,4 @@ class BuiltinLowering:
 
 
 # Lowerings kept in modules of their own (registered on import).
-from . import crypto, dirs, files, process, threads  # noqa: E402,F401
+from . import crypto, dirs, files, net, process, threads  # noqa: E402,F401
