@@ -123,7 +123,7 @@ class BuiltinLowering:
         single-threaded, so the stream lock C's `getchar` checks for is never needed."""
         b, rt = self.b, self.rt
         stream = b.load(rt.stream("stdin"), typ=PTR)
-        if not GLIBC_STDIO:
+        if not GLIBC_STDIO or rt.target.is_wasi:  # wasi-libc's FILE is musl's, not glibc's
             return b.sext(b.call(rt.libc("getc"), [stream]), I64)
         ptr_slot = b.gep(stream, [ir.Constant(I64, 8)], inbounds=True, source_etype=I8)   # _IO_read_ptr
         end_slot = b.gep(stream, [ir.Constant(I64, 16)], inbounds=True, source_etype=I8)  # _IO_read_end

@@ -1,0 +1,52 @@
+"""Run one WASI command module with wasmtime, as a child of `cancho run --target wasm32-wasip1`.
+
+``python -m cancho_kernel.compiler.backends.wasi_runner MODULE ARGV0 [ARG...]``: the module gets
+this process's stdin, stdout and stderr, the command line ``ARGV0 ARG...``, no environment and
+no directories (a cancho program built for WASI uses no files). The process exits with the
+module's status; a trap prints wasmtime's message on stderr and exits 134, the status the
+wasmtime command gives a trap.
+"""
+
+from __future__ import annotations
+
+import sys
+
+TRAP_STATUS = 134
+
+
+def run(module_path: str, argv: list[str]) -> int:
+    """The module's exit status (its ``proc_exit`` code, 0 when ``_start`` returns)."""
+    import wasmtime
+
+    engine = wasmtime.Engine()
+    module = wasmtime.Module.from_file(engine, module_path)
+    store = wasmtime.Store(engine)
+    config = wasmtime.WasiConfig()
+    config.argv = argv
+    config.inherit_stdin()
+    config.inherit_stdout()
+    config.inherit_stderr()
+    store.set_wasi(config)
+    linker = wasmtime.Linker(engine)
+    linker.define_wasi()
+    instance = linker.instantiate(store, module)
+    start = instance.exports(store)["_start"]
+    try:
+        start(store)
+    except wasmtime.ExitTrap as exit_:
+        return exit_.code & 0xFF
+    except wasmtime.Trap as trap:
+        sys.stderr.write(f"cancho: the program trapped: {str(trap).splitlines()[0]}\n")
+        return TRAP_STATUS
+    return 0
+
+
+def main(args: list[str]) -> int:
+    if len(args) < 2:
+        sys.stderr.write("usage: wasi_runner MODULE ARGV0 [ARG...]\n")
+        return 2
+    return run(args[0], args[1:])
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,125 @@
+"""The C boundary on `wasm32-wasip1`: libc's real signatures there, and one adapter per function.
+
+Codegen works in the language's widths: `int` is i64, and `runtime.LIBC` declares libc with
+LP64 signatures (`malloc(i64)`, `fwrite(ptr, i64, i64, ptr)`). On wasm32 `size_t`, `ssize_t`,
+`int` and `long` are 32 bits, and a WebAssembly call whose type disagrees with the callee's is
+not a quiet truncation: `wasm-ld` swaps in a trap (or, with ``--fatal-warnings``, which the link
+uses, refuses to link). So on this target each libc function a module uses is declared with its
+wasi-libc signature (:data:`WASI_C`) and reached through a small internal adapter with the LP64
+signature every call site already uses; O2 inlines it. The adapter is the whole ABI difference,
+in one place:
+
+* a ``size`` argument is clamped to the largest 32-bit size rather than truncated, so a request
+  too large for the target fails (and traps where a failed allocation traps) instead of asking
+  for a few bytes;
+* an ``int`` argument is truncated (descriptors and characters fit);
+* a ``size`` result is zero-extended, an ``int``/``ssize`` result sign-extended, so ``-1`` stays
+  ``-1``.
+
+A libc function with no entry here keeps its LP64 declaration, and the link names it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+
+from llvmlite import ir
+
+I32, I64 = ir.IntType(32), ir.IntType(64)
+PTR = ir.PointerType()
+VOID = ir.VoidType()
+
+
+class CType(Enum):
+    """How one C parameter or result is passed on wasm32, against the LP64 declaration."""
+
+    SAME = "same"  # the same LLVM type on both (i32 `int`s, pointers)
+    SIZE = "size"  # size_t: i64 in codegen, i32 unsigned here
+    INT = "int"  # int/long/ssize_t declared as i64 in codegen: i32 signed here
+    VOID = "void"
+
+
+@dataclass(frozen=True)
+class CSignature:
+    """A libc function's wasm32 result and parameters, each against its LP64 counterpart."""
+
+    ret: CType
+    params: tuple[CType, ...]
+
+
+S, Z, N = CType.SAME, CType.SIZE, CType.INT
+
+WASI_C: dict[str, CSignature] = {
+    "putchar": CSignature(S, (S,)),
+    "getchar": CSignature(S, ()),
+    "putc": CSignature(S, (S, S)),
+    "getc": CSignature(S, (S,)),
+    "fwrite": CSignature(Z, (S, Z, Z, S)),
+    "fflush": CSignature(S, (S,)),
+    "ferror": CSignature(S, (S,)),
+    "malloc": CSignature(S, (Z,)),
+    "calloc": CSignature(S, (Z, Z)),
+    "free": CSignature(CType.VOID, (S,)),
+    "memmove": CSignature(S, (S, S, Z)),
+    "memchr": CSignature(S, (S, S, Z)),
+    "strlen": CSignature(Z, (S,)),
+    "__errno_location": CSignature(S, ()),
+    "memcmp": CSignature(S, (S, S, Z)),
+    "memmem": CSignature(S, (S, Z, S, Z)),
+    "read": CSignature(N, (N, S, Z)),
+    "write": CSignature(N, (N, S, Z)),
+    "close": CSignature(S, (N,)),
+}
+
+U32_MAX = 0xFFFF_FFFF
+
+
+def c_type(kind: CType, lp64: ir.Type) -> ir.Type:
+    """The wasm32 LLVM type of one slot whose LP64 type is ``lp64``."""
+    return I32 if kind in (CType.SIZE, CType.INT) else lp64
+
+
+def c_function_type(sig: CSignature, lp64: ir.FunctionType) -> ir.FunctionType:
+    params = [c_type(k, t) for k, t in zip(sig.params, lp64.args)]
+    return ir.FunctionType(c_type(sig.ret, lp64.return_type), params, var_arg=lp64.var_arg)
+
+
+def build_adapter(module: ir.Module, name: str, lp64: ir.FunctionType) -> ir.Function:
+    """``cancho.wasi.<name>``: the LP64 signature outside, wasi-libc's ``name`` inside."""
+    sig = WASI_C[name]
+    real = module.globals.get(name)
+    cty = c_function_type(sig, lp64)
+    if real is None:
+        real = ir.Function(module, cty, name=name)
+    adapter = ir.Function(module, lp64, name=f"cancho.wasi.{name}")
+    adapter.linkage = "internal"
+    adapter.attributes.add("alwaysinline")
+    b = ir.IRBuilder(adapter.append_basic_block("entry"))
+    args = [_narrow(b, kind, a) for kind, a in zip(sig.params, adapter.args)]
+    callee = real if real.function_type == cty else _view(real, cty)
+    r = b.call(callee, args)
+    if sig.ret is CType.VOID:
+        b.ret_void()
+    elif sig.ret is CType.SIZE:
+        b.ret(b.zext(r, I64))
+    elif sig.ret is CType.INT:
+        b.ret(b.sext(r, I64))
+    else:
+        b.ret(r)
+    return adapter
+
+
+def _narrow(b: ir.IRBuilder, kind: CType, v: ir.Value) -> ir.Value:
+    if kind is CType.SIZE:
+        big = b.icmp_unsigned(">", v, ir.Constant(I64, U32_MAX))
+        return b.trunc(b.select(big, ir.Constant(I64, U32_MAX), v), I32)
+    if kind is CType.INT:
+        return b.trunc(v, I32)
+    return v
+
+
+def _view(f: ir.Function, fnty: ir.FunctionType) -> ir.Value:
+    from .runtime import FunctionView
+
+    return FunctionView(f, fnty)
