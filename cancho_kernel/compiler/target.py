@@ -157,7 +157,7 @@ def refusal_for(builtin: str, target: Target) -> Optional[TargetRefusal]:
 
 
 def target_refusals(program: "CheckedProgram", target: Target) -> list[Diagnostic]:
-    """One refusal per (reachable function, family) — per builtin for the not-yet-carried —
+    """One refusal per (reachable function, family) — the not-yet-carried count as one family —
     naming the first such builtin the function calls, at the function's name. Where the target
     lacks something the program needs, only that is said: what is merely not carried yet would
     not make the program buildable."""
@@ -176,9 +176,9 @@ def target_refusals(program: "CheckedProgram", target: Target) -> list[Diagnosti
             if not isinstance(res, CallTarget) or res.kind is not CallKind.BUILTIN:
                 continue
             refusal = refusal_for(res.name, target)
-            if refusal is None or (refusal.gap or refusal.builtin) in seen:
+            if refusal is None or refusal.gap in seen:  # None: the not-carried, as one family
                 continue
-            seen.add(refusal.gap or refusal.builtin)
+            seen.add(refusal.gap)
             found.append((refusal, Diagnostic(Rule.UNSUPPORTED_ON_TARGET,
                                               refusal.message(display_name(key), target),
                                               fn.item.decl.name.span)))

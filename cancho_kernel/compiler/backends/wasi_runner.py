@@ -14,8 +14,24 @@ import sys
 TRAP_STATUS = 134
 
 
+class Exited(Exception):
+    """The module called ``proc_exit``: its status, whatever the number."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def _proc_exit(status: int) -> None:
+    raise Exited(status)
+
+
 def run(module_path: str, argv: list[str]) -> int:
-    """The module's exit status (its ``proc_exit`` code, 0 when ``_start`` returns)."""
+    """The module's exit status (its ``proc_exit`` code, 0 when ``_start`` returns).
+
+    wasmtime's own ``proc_exit`` refuses a status of 126 or more (an error, not an exit), yet a
+    cancho program's status is any byte, as natively; so ``proc_exit`` is ours: it ends the
+    run with the status the program gave."""
     import wasmtime
 
     engine = wasmtime.Engine()
@@ -29,14 +45,21 @@ def run(module_path: str, argv: list[str]) -> int:
     store.set_wasi(config)
     linker = wasmtime.Linker(engine)
     linker.define_wasi()
+    linker.allow_shadowing = True
+    linker.define_func("wasi_snapshot_preview1", "proc_exit",
+                       wasmtime.FuncType([wasmtime.ValType.i32()], []), _proc_exit)
     instance = linker.instantiate(store, module)
     start = instance.exports(store)["_start"]
     try:
         start(store)
+    except Exited as exit_:
+        return exit_.status & 0xFF
     except wasmtime.ExitTrap as exit_:
         return exit_.code & 0xFF
     except wasmtime.Trap as trap:
-        sys.stderr.write(f"cancho: the program trapped: {str(trap).splitlines()[0]}\n")
+        code = trap.trap_code
+        what = code.name.lower().replace("_", " ") if code is not None else "trap"
+        sys.stderr.write(f"cancho: the program trapped (wasm: {what})\n")
         return TRAP_STATUS
     return 0
 

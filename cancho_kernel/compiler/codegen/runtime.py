@@ -53,6 +53,9 @@ def trap_asm() -> str:
     raise NotImplementedError(f"traps are not measured on {machine}; refusing to guess the instruction")
 
 
+WASI_STDOUT_BUFFER = 4096  # glibc's buffer for a pipe (its st_blksize)
+
+
 class FunctionView(ir.FormattedConstant):
     """A declared function's symbol seen with another function type. Pointers are opaque, so a
     call states the type it passes (`call i32 @write(i64 1, ...)`) and needs no cast; llvmlite
@@ -137,6 +140,22 @@ class Runtime:
             return existing
         return ir.Function(self.module, ir.FunctionType(VOID, []), name="llvm.trap")
 
+    def _wasi_stdout_buffering(self, b: ir.IRBuilder) -> None:
+        """Buffer stdout as glibc does: a terminal line by line, anything else in 4 KiB blocks.
+        wasi-libc line-buffers stdout whatever it is, so a program that traps would otherwise
+        show lines a native build loses with its unflushed buffer."""
+        I32_ = ir.IntType(32)
+        isatty = ir.Function(self.module, ir.FunctionType(I32_, [I32_]), name="isatty")
+        setvbuf = ir.Function(self.module, ir.FunctionType(I32_, [PTR, PTR, I32_, I32_]), name="setvbuf")
+        buf = ir.GlobalVariable(self.module, ir.ArrayType(I8, WASI_STDOUT_BUFFER + 8), name="cancho.stdout.buffer")
+        buf.linkage = "internal"
+        buf.initializer = ir.Constant(buf.value_type, None)
+        tty = b.icmp_signed("!=", b.call(isatty, [ir.Constant(I32_, 1)]), ir.Constant(I32_, 0))
+        with b.if_then(b.not_(tty)):
+            stream = b.load(self.stream("stdout"), typ=PTR)
+            # musl keeps 8 bytes of the buffer for ungetc: 4104 bytes give 4096 of output.
+            b.call(setvbuf, [stream, buf, ir.Constant(I32_, 0), ir.Constant(I32_, WASI_STDOUT_BUFFER + 8)])
+
     def _wasi_adapter(self, name: str) -> ir.Function:
         existing = self.module.globals.get(f"cancho.wasi.{name}")
         if existing is not None:
@@ -156,6 +175,8 @@ class Runtime:
         name = "__main_argc_argv" if self.target.is_wasi else "main"
         f = ir.Function(self.module, ir.FunctionType(I32, [I32, PTR]), name=name)
         b = ir.IRBuilder(f.append_basic_block("entry"))
+        if self.target.is_wasi:
+            self._wasi_stdout_buffering(b)
         b.store(b.sext(f.args[0], I64), self.argc)
         b.store(f.args[1], self.argv)
         r = b.call(lexs_main, [])

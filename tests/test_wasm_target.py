@@ -1,0 +1,366 @@
+"""`--target wasm32-wasip1` (issue 14, item 4; compiler/target.py, codegen/wasi.py,
+backends/wasm.py).
+
+Without a toolchain: the per-target catalogue (names real builtins, the host lacks nothing), the
+refusals (`unsupported-on-target` at the reaching function, once per family, only reachable
+code), the command line (spellings, usage errors), and the module's IR (wasm32 triple and
+layout, wasi-libc's 32-bit signatures, the entry wasi-libc calls, no x86 trap).
+
+With the toolchain (clang, wasm-ld, wasi-libc, compiler-rt's wasm32 builtins) and the wasmtime
+package: hello, the base64 example (std.io, std.flags) and a std.map/std.fmt word counter build
+as modules and run with the same stdout, stderr and status as the native executable; a trap is
+status 134 and loses the unflushed stdout as a native trap does; checked arithmetic links
+(compiler-rt) and traps on overflow. These skip where the toolchain is absent, except under CI
+(`CI` set), which installs it (.ci/run): there they fail.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cancho_kernel import cli
+from cancho_kernel.compiler import api, diagnostics
+from cancho_kernel.compiler.backends import native, wasm
+from cancho_kernel.compiler.check.builtins import BUILTIN_EDITION, BUILTINS
+from cancho_kernel.compiler.codegen.wasi import WASI_C
+from cancho_kernel.compiler.source import SourceFile
+from cancho_kernel.compiler.target import (HOST, WASI_BUILT, WASI_GAPS, WASM32_WASIP1, Gap,
+                                           UnknownTarget, parse_target, refusal_for)
+
+REPO = Path(__file__).resolve().parent.parent
+HELLO = REPO / "examples" / "hello.cho"
+BASE64 = REPO / "examples" / "base64" / "base64.cho"
+WORDS = REPO / "tests" / "programs" / "wasm_words.cho"
+CLI = [sys.executable, "-m", "cancho_kernel.cli"]
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+TRAP_STATUS = 134
+
+
+def src(text: str, name: str = "t.cho") -> list[SourceFile]:
+    return [SourceFile(name, text)]
+
+
+def check_wasi(text: str) -> list[diagnostics.Diagnostic]:
+    return api.check_sources(src(text), target=WASM32_WASIP1).diagnostics
+
+
+def cancho(*args: str, stdin: bytes = b"", cwd: Path | None = None,
+           env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*CLI, *args], input=stdin, capture_output=True, cwd=cwd,
+                          env=env or ENV, timeout=300)
+
+
+# ----------------------------------------------------------------------------- the catalogue
+
+
+def test_the_catalogue_names_only_real_builtins() -> None:
+    assert set(WASI_GAPS) <= set(BUILTIN_EDITION), set(WASI_GAPS) - set(BUILTIN_EDITION)
+    assert WASI_BUILT <= set(BUILTIN_EDITION), WASI_BUILT - set(BUILTIN_EDITION)
+    assert not WASI_BUILT & set(WASI_GAPS)
+
+
+def test_what_is_built_for_wasi_is_implemented_for_the_host() -> None:
+    assert all(BUILTINS[n].supported for n in WASI_BUILT), \
+        sorted(n for n in WASI_BUILT if not BUILTINS[n].supported)
+
+
+def test_every_builtin_is_on_one_side_for_wasi_and_the_host_lacks_nothing() -> None:
+    for name in BUILTIN_EDITION:
+        assert refusal_for(name, HOST) is None
+        refusal = refusal_for(name, WASM32_WASIP1)
+        assert (refusal is None) == (name in WASI_BUILT), name
+        if refusal is not None:
+            assert refusal.gap is WASI_GAPS.get(name)
+
+
+def test_the_reference_families_are_gaps() -> None:
+    assert WASI_GAPS["spawn"] is Gap.THREADS and WASI_GAPS["join"] is Gap.THREADS
+    assert WASI_GAPS["dir_own_mode"] is Gap.PERMISSIONS and WASI_GAPS["dir_mode"] is Gap.PERMISSIONS
+    assert WASI_GAPS["dir_rename_new"] is Gap.NO_REPLACE_RENAMES
+    assert "dir_rename" not in WASI_GAPS  # the replacing rename is WASI's own
+    assert WASI_GAPS["exec_spawn"] is Gap.PROCESSES and WASI_GAPS["tcp_connect"] is Gap.SOCKETS
+
+
+def test_target_spellings() -> None:
+    host = native.host_triple()
+    assert parse_target("wasm32-wasip1", host) == WASM32_WASIP1
+    assert parse_target("wasm32-wasi", host) == WASM32_WASIP1
+    assert not parse_target(host, host).is_wasi
+    with pytest.raises(UnknownTarget, match="wasm32-wasip1"):
+        parse_target("riscv64-unknown-linux-gnu", host)
+
+
+# ----------------------------------------------------------------------------- refusals
+
+SPARE = """
+edition 5;
+fn spare(clock: Clock) -> [] int {
+    borrow clock as &c in {
+        let a = fork_clock(c);
+        let b = fork_clock(c);
+        release(a);
+        release(b);
+    }
+    release(clock);
+    return 0;
+}
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args, net, clock } = split(world);
+    release(io); release(ffi); release(fs); release(heap); release(args); release(net);
+    return MAIN_BODY;
+}
+"""
+
+
+def test_a_gap_is_refused_at_the_reaching_function_once_per_family() -> None:
+    diags = check_wasi(SPARE.replace("MAIN_BODY", "spare(clock)"))
+    assert [d.rule for d in diags] == [diagnostics.Rule.UNSUPPORTED_ON_TARGET]
+    (d,) = diags
+    assert "`spare` uses `fork_clock`, and threads do not exist on `wasm32-wasip1`" in d.message
+    assert d.span is not None and d.span.line == 3  # `fn spare`
+    assert api.check_sources(src(SPARE.replace("MAIN_BODY", "spare(clock)"))).ok  # the host
+
+
+def test_unreachable_code_is_not_refused() -> None:
+    text = SPARE.replace("MAIN_BODY", "0").replace("release(net);", "release(net); release(clock);")
+    assert check_wasi(text) == []
+
+
+def test_what_is_not_carried_yet_is_refused_and_a_gap_speaks_first() -> None:
+    reader = """
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args } = split(world);
+    release(io); release(ffi); release(heap); release(args);
+    var n = 0;
+    borrow fs as &f in {
+        match open_read(f, "/etc/hostname") {
+            Opened::Ok(file) => { n = 1; file_close(file); }
+            Opened::Failed(e) => { n = e; }
+        }
+    }
+    release(fs);
+    return n;
+}
+"""
+    (d,) = check_wasi(reader)  # open_read and file_close: one refusal, naming the first
+    assert d.rule is diagnostics.Rule.UNSUPPORTED_ON_TARGET
+    assert "`main` uses `open_read`, which cancho-kernel does not build for `wasm32-wasip1` yet" in d.message
+    both_kinds = SPARE.replace("release(io); release(ffi); release(fs);",
+                               "release(io); release(ffi);").replace(
+        "return MAIN_BODY;", reader.split("var n = 0;", 1)[1].split("return n;")[0] + "return spare(clock) + n;")
+    both_kinds = both_kinds.replace("borrow fs", "var n = 0;\n    borrow fs")
+    diags = check_wasi(both_kinds)
+    assert [d.rule for d in diags] == [diagnostics.Rule.UNSUPPORTED_ON_TARGET], diags
+    assert "threads do not exist" in diags[0].message
+    assert api.check_sources(src(both_kinds)).ok
+
+
+def test_check_command_with_a_target(tmp_path: Path) -> None:
+    path = tmp_path / "spare.cho"
+    path.write_text(SPARE.replace("MAIN_BODY", "spare(clock)"))
+    refused = cancho("check", "--target", "wasm32-wasip1", "--output", "json", str(path))
+    assert refused.returncode == 1
+    assert b'"rule": "unsupported-on-target"' in refused.stdout
+    assert cancho("check", str(path)).returncode == 0
+    assert cancho("check", "--target", native.host_triple(), str(path)).returncode == 0
+
+
+@pytest.mark.parametrize("args,words", [
+    (["check", "--target", "sparc-sun-solaris"], b"unknown target `sparc-sun-solaris`"),
+    (["run", "--target", "wasm32-wasip1", "--backend", "exe"], b"`--backend`"),
+    (["build", "--target", "wasm32-wasip1", "-l", "m"], b"host library"),
+    (["ir", "--target", "wasm32-wasip1"], b"unknown option `--target`"),
+    ([str(HELLO), "--target"], b"`--target` needs a target triple"),
+])
+def test_target_usage_errors(args: list[str], words: bytes) -> None:
+    if args[0] == str(HELLO):  # the flag last, with no value
+        args = ["check", *args]
+    else:
+        args = [*args, str(HELLO)]
+    done = cancho(*args)
+    assert done.returncode == 2, done.stderr
+    assert words in done.stderr
+
+
+# ----------------------------------------------------------------------------- the module's IR
+
+
+def wasm_ir(path: Path) -> str:
+    result = api.compile_sources(api.load_sources([path]), target=WASM32_WASIP1)
+    assert result.ok, result.diagnostics
+    return result.ir
+
+
+def test_the_ir_is_wasm32_with_wasi_libc_signatures() -> None:
+    ir_text = wasm_ir(WORDS)
+    assert 'target triple = "wasm32-unknown-wasi"' in ir_text
+    assert "p:32:32" in ir_text  # 32-bit pointers in the data layout
+    assert 'define i32 @"__main_argc_argv"(' in ir_text and '@"main"(' not in ir_text
+    assert "ud2" not in ir_text and '@"llvm.trap"()' in ir_text
+    declared = [line for line in ir_text.splitlines() if line.startswith("declare")]
+    for line in declared:
+        name = line.split("@", 1)[1].split("(", 1)[0].strip('"')
+        if name in WASI_C:
+            assert "i64" not in line, f"a 64-bit size_t/int reaches wasi-libc: {line}"
+    assert any('@"malloc"(i32' in line for line in declared)
+
+
+def test_the_host_ir_is_unchanged_by_the_target_work() -> None:
+    result = api.compile_sources(api.load_sources([HELLO]))
+    assert 'define i32 @"main"(' in result.ir and "cancho.wasi." not in result.ir
+
+
+def test_an_object_needs_no_toolchain(tmp_path: Path) -> None:
+    out = tmp_path / "hello.o"
+    done = cancho("build", "--target", "wasm32-wasip1", "--emit", "obj", "-o", str(out), str(HELLO))
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes()[:4] == b"\0asm"
+
+
+# ----------------------------------------------------------------------------- toolchain missing
+
+
+def test_a_missing_toolchain_is_an_environment_error(tmp_path: Path) -> None:
+    for key, value, words in [("CLANG", "/nonexistent/clang", b"no `/nonexistent/clang` found"),
+                              ("WASM_LD", "/nonexistent/wasm-ld", b"no `/nonexistent/wasm-ld` found"),
+                              ("WASI_SYSROOT", str(tmp_path), b"no WASI libc")]:
+        done = cancho("build", "--target", "wasm32-wasip1", "-o", str(tmp_path / "h.wasm"), str(HELLO),
+                      env={**ENV, key: value})
+        assert done.returncode == 3, (key, done.stderr)
+        assert words in done.stderr and b"apt-get install" in done.stderr
+        assert not (tmp_path / "h.wasm").exists()
+
+
+def test_a_missing_runtime_is_an_environment_error(monkeypatch, capsys) -> None:
+    monkeypatch.setattr(wasm, "runtime_available", lambda: False)
+    assert cli.main(["run", "--target", "wasm32-wasip1", str(HELLO)]) == 3
+    assert "no WASI runtime" in capsys.readouterr().err
+
+
+# ----------------------------------------------------------------------------- built and run
+
+
+def toolchain_or_skip() -> None:
+    try:
+        wasm.find_toolchain()
+    except wasm.WasiToolchainMissing as missing:
+        if os.environ.get("CI"):
+            pytest.fail(f"CI installs the WASI toolchain (.ci/run), yet: {missing}")
+        pytest.skip(f"no WASI toolchain on this machine: {missing}")
+    if not wasm.runtime_available():
+        if os.environ.get("CI"):
+            pytest.fail("CI installs the wasmtime package (.ci/run)")
+        pytest.skip("the wasmtime package is not installed (pip install '.[wasm]')")
+
+
+@pytest.fixture(scope="module")
+def builds(tmp_path_factory):
+    """path -> (native executable, wasm module), each built once through the CLI."""
+    toolchain_or_skip()
+    root = tmp_path_factory.mktemp("wasm")
+    made: dict[Path, tuple[Path, Path]] = {}
+
+    def get(path: Path) -> tuple[Path, Path]:
+        if path not in made:
+            exe_path, module = root / path.stem, root / f"{path.stem}.wasm"
+            for args in (["-o", str(exe_path)], ["--target", "wasm32-wasip1", "-o", str(module)]):
+                done = cancho("build", *args, str(path))
+                assert done.returncode == 0, done.stderr.decode()
+            made[path] = (exe_path, module)
+        return made[path]
+
+    return get
+
+
+def both(built: tuple[Path, Path], args: list[str], stdin: bytes) -> tuple:
+    exe_path, module = built
+    native_run = subprocess.run([str(exe_path), *args], input=stdin, capture_output=True, timeout=60)
+    wasm_run = subprocess.run([sys.executable, "-m", "cancho_kernel.compiler.backends.wasi_runner",
+                               str(module), exe_path.name, *args], input=stdin, capture_output=True,
+                              env=ENV, timeout=120)
+    return native_run, wasm_run
+
+
+def test_hello_runs_as_a_wasi_module(builds) -> None:
+    native_run, wasm_run = both(builds(HELLO), [], b"")
+    assert wasm_run.stdout == native_run.stdout == b"Hello, world!\n"
+    assert wasm_run.returncode == native_run.returncode == 0
+    assert wasm_run.stderr == native_run.stderr == b""
+    assert builds(HELLO)[1].read_bytes()[:4] == b"\0asm"
+
+
+def test_run_command_with_the_target(tmp_path: Path) -> None:
+    toolchain_or_skip()
+    done = cancho("run", "--target", "wasm32-wasip1", str(HELLO), cwd=tmp_path)
+    assert (done.returncode, done.stdout, done.stderr) == (0, b"Hello, world!\n", b"")
+    assert list(tmp_path.iterdir()) == []  # built in a temporary directory, removed
+
+
+def test_base64_example_agrees_on_random_input(builds) -> None:
+    rng = random.Random(14)
+    for size in (0, 1, 2, 3, 57, 76, 4095, 4096, 4097, 20_000):
+        data = rng.randbytes(size)
+        native_run, wasm_run = both(builds(BASE64), [], data)
+        assert wasm_run.stdout == native_run.stdout and wasm_run.returncode == native_run.returncode == 0
+        back_native, back_wasm = both(builds(BASE64), ["-d"], native_run.stdout)
+        assert back_wasm.stdout == back_native.stdout == data
+    native_run, wasm_run = both(builds(BASE64), ["--bogus"], b"")
+    assert (wasm_run.returncode, wasm_run.stdout, wasm_run.stderr) == \
+        (native_run.returncode, native_run.stdout, native_run.stderr)
+    assert native_run.returncode != 0
+
+
+def test_a_std_map_and_fmt_program_agrees(builds) -> None:
+    rng = random.Random(7)
+    vocabulary = [bytes(rng.choice(b"abcdefgh") for _ in range(rng.randint(1, 9))) for _ in range(300)]
+    for count in (0, 1, 10, 5000):
+        text = b" ".join(rng.choice(vocabulary) for _ in range(count)) + b"\n"
+        native_run, wasm_run = both(builds(WORDS), [], text)
+        assert wasm_run.stdout == native_run.stdout
+        assert wasm_run.returncode == native_run.returncode == count % 256
+    assert b"e0\n" in native_run.stdout  # the mean length, through std.fmt's float printing
+
+
+TRAPS = """
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args } = split(world);
+    release(ffi); release(fs); release(heap);
+    var n = 0;
+    borrow args as &a in { n = arg_count(a) - 1; }
+    release(args);
+    borrow mut io as &!i in { write_bytes(i, "lost with the buffer\\n"); }
+    release(io);
+    let big = 3037000500 + n;
+    if n == 1 { return int_of("abc"[n + 5]); }
+    if n == 2 { return big * big; }
+    return (big * 3 + n * 1000) % 256;
+}
+"""
+
+
+def test_traps_and_checked_arithmetic(builds, tmp_path: Path) -> None:
+    path = tmp_path / "traps.cho"
+    path.write_text(TRAPS)
+    built = builds(path)
+    native_run, wasm_run = both(built, [], b"")  # no trap: the product fits
+    assert wasm_run.returncode == native_run.returncode == (3037000500 * 3) % 256
+    assert wasm_run.stdout == native_run.stdout == b"lost with the buffer\n"
+    for args in (["x"], ["x", "y"]):  # an index past the end; a multiply that overflows
+        native_run, wasm_run = both(built, args, b"")
+        assert native_run.returncode == -4  # SIGILL
+        assert wasm_run.returncode == TRAP_STATUS
+        assert wasm_run.stdout == native_run.stdout == b""  # unflushed stdout is lost on both
+        assert b"trapped" in wasm_run.stderr
+
+
+def test_exit_status_is_the_low_byte(builds, tmp_path: Path) -> None:
+    path = tmp_path / "status.cho"
+    path.write_text("fn main(world: World) -> [] int {\n    release(world);\n    return 300;\n}\n")
+    native_run, wasm_run = both(builds(path), [], b"")
+    assert wasm_run.returncode == native_run.returncode == 44
