@@ -364,3 +364,40 @@ def test_exit_status_is_the_low_byte(builds, tmp_path: Path) -> None:
     path.write_text("fn main(world: World) -> [] int {\n    release(world);\n    return 300;\n}\n")
     native_run, wasm_run = both(builds(path), [], b"")
     assert wasm_run.returncode == native_run.returncode == 44
+
+
+CLOCKS = """
+edition 6;
+import std.io;
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args, net, clock, signals } = split(world);
+    release(ffi); release(fs); release(heap); release(args); release(net); release(signals);
+    var code = 0;
+    var wall = 0;
+    borrow clock as &c in {
+        let a = clock_ms(c);
+        var spin = 0;
+        while spin < 1000000 { spin = spin + 1; }
+        let b = clock_ms(c);
+        wall = clock_unix_ms(c);
+        if b < a { code = 1; }  // the origin is unspecified (wasmtime: near 0)
+    }
+    release(clock);
+    borrow mut io as &!i in { io.print_int(i, wall / 1000); io.newline(i); }
+    release(io);
+    return code + value_barrier(40) + 2;
+}
+"""
+
+
+def test_clocks_and_value_barrier(builds, tmp_path: Path) -> None:
+    import time
+
+    path = tmp_path / "clocks.cho"
+    path.write_text(CLOCKS)
+    before = int(time.time())
+    native_run, wasm_run = both(builds(path), [], b"")
+    after = int(time.time())
+    assert wasm_run.returncode == native_run.returncode == 42, wasm_run.stderr
+    for run in (native_run, wasm_run):
+        assert before - 1 <= int(run.stdout) <= after + 1  # wasi-libc's realtime clock, in seconds

@@ -160,6 +160,9 @@ class BuiltinLowering:
         """Milliseconds from clock_gettime (CLOCK_REALTIME 0, CLOCK_MONOTONIC 1)."""
         b = self.b
         ts = self.alloca_builder.alloca(ir.ArrayType(I64, 2), name="timespec")
+        if self.rt.target.is_wasi:
+            from .wasi import clock_ms
+            return clock_ms(b, self.rt, ts, which)
         self.c("clock_gettime", [ir.Constant(I32, which), ts])
         sec = b.load(b.gep(ts, [ir.Constant(I64, 0), ir.Constant(I64, 0)], inbounds=True), typ=I64)
         nsec = b.load(b.gep(ts, [ir.Constant(I64, 0), ir.Constant(I64, 1)], inbounds=True), typ=I64)
