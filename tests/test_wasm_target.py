@@ -401,3 +401,51 @@ def test_clocks_and_value_barrier(builds, tmp_path: Path) -> None:
     assert wasm_run.returncode == native_run.returncode == 42, wasm_run.stderr
     for run in (native_run, wasm_run):
         assert before - 1 <= int(run.stdout) <= after + 1  # wasi-libc's realtime clock, in seconds
+
+
+def test_errno_table_matches_the_headers() -> None:
+    """WASI's numbers (wasi-libc's headers) to Linux's (this host's `errno`), by name."""
+    import errno
+    import re
+
+    from cancho_kernel.compiler.codegen.wasi import WASI_ERRNO_TO_LINUX
+
+    api_h, values_h = Path("/usr/include/wasm32-wasi/wasi/api.h"), Path("/usr/include/wasm32-wasi/__errno_values.h")
+    if not api_h.exists() or sys.platform != "linux":
+        if os.environ.get("CI"):
+            pytest.fail("CI installs wasi-libc (.ci/run)")
+        pytest.skip("wasi-libc's headers (or a Linux errno) are not here")
+    numbers = {m[1]: int(m[2]) for m in re.finditer(r"#define __WASI_ERRNO_(\w+) \(UINT16_C\((\d+)\)\)",
+                                                    api_h.read_text())}
+    names = dict(re.findall(r"#define (E\w+) __WASI_ERRNO_(\w+)", values_h.read_text()))
+    assert len(WASI_ERRNO_TO_LINUX) == max(numbers.values()) + 1
+    for name, wasi_name in names.items():
+        want = getattr(errno, name, errno.EPERM)  # ENOTCAPABLE has no Linux name
+        assert WASI_ERRNO_TO_LINUX[numbers[wasi_name]] == want, name
+
+
+def test_the_errno_adapter_translates() -> None:
+    """The adapter, compiled for the host around a stand-in `__errno_location`."""
+    import ctypes
+
+    import llvmlite.binding as llvm
+    from llvmlite import ir
+
+    from cancho_kernel.compiler.codegen.wasi import build_errno_adapter
+
+    module = ir.Module(name="errno_probe")
+    i32, ptr = ir.IntType(32), ir.PointerType()
+    fake = ir.GlobalVariable(module, i32, name="fake_errno")
+    fake.initializer = ir.Constant(i32, 0)
+    location = ir.Function(module, ir.FunctionType(ptr, []), name="__errno_location")
+    ir.IRBuilder(location.append_basic_block()).ret(fake)
+    adapter = build_errno_adapter(module)
+    probe = ir.Function(module, ir.FunctionType(i32, [i32]), name="probe")
+    b = ir.IRBuilder(probe.append_basic_block())
+    b.store(probe.args[0], fake)
+    b.ret(b.load(b.call(adapter, []), typ=i32))
+    native.ensure_initialised()
+    engine = llvm.create_mcjit_compiler(llvm.parse_assembly(str(module)), native.target_machine(jit=True))
+    engine.finalize_object()
+    call = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32)(engine.get_function_address("probe"))
+    assert [call(n) for n in (0, 64, 8, 44, 29, 76, 500)] == [0, 32, 9, 2, 5, 1, 500]

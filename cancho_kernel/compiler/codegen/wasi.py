@@ -85,8 +85,47 @@ def c_function_type(sig: CSignature, lp64: ir.FunctionType) -> ir.FunctionType:
     return ir.FunctionType(c_type(sig.ret, lp64.return_type), params, var_arg=lp64.var_arg)
 
 
+# WASI's errno numbers (wasi-libc's <wasi/api.h>) -> the language's, which are Linux's, by name;
+# read off the two sets of headers. ENOTCAPABLE (76), which Linux has no name for, is EPERM: an
+# operation the module was given no right to.
+WASI_ERRNO_TO_LINUX: tuple[int, ...] = (
+    0, 7, 13, 98, 99, 97, 11, 114, 9, 74, 16, 125, 10, 103, 111, 104, 35, 89, 33, 122, 17, 14, 27,
+    113, 43, 84, 115, 4, 22, 5, 106, 21, 40, 24, 31, 90, 72, 36, 100, 102, 101, 23, 105, 19, 2, 8,
+    37, 67, 12, 42, 92, 28, 38, 107, 20, 39, 131, 88, 95, 25, 6, 75, 130, 1, 32, 71, 93, 91, 34,
+    30, 29, 3, 116, 110, 26, 18, 1,
+)
+
+
+def build_errno_adapter(module: ir.Module) -> ir.Function:
+    """``cancho.wasi.__errno_location``: a pointer to the current errno in the language's
+    numbering. Codegen only ever reads errno after a failed call, so the adapter translates
+    wasi-libc's value into a copy of its own and answers the copy's address; a number outside
+    the table passes through."""
+    real = module.globals.get("__errno_location")
+    if real is None:
+        real = ir.Function(module, ir.FunctionType(PTR, []), name="__errno_location")
+    table_t = ir.ArrayType(I32, len(WASI_ERRNO_TO_LINUX))
+    table = ir.GlobalVariable(module, table_t, name="cancho.wasi.errno_table")
+    table.linkage, table.global_constant = "internal", True
+    table.initializer = ir.Constant(table_t, [ir.Constant(I32, n) for n in WASI_ERRNO_TO_LINUX])
+    copy = ir.GlobalVariable(module, I32, name="cancho.wasi.errno")
+    copy.linkage, copy.initializer = "internal", ir.Constant(I32, 0)
+    adapter = ir.Function(module, ir.FunctionType(PTR, []), name="cancho.wasi.__errno_location")
+    adapter.linkage = "internal"
+    b = ir.IRBuilder(adapter.append_basic_block("entry"))
+    raw = b.load(b.call(real, []), typ=I32)
+    known = b.icmp_unsigned("<", raw, ir.Constant(I32, len(WASI_ERRNO_TO_LINUX)))
+    index = b.select(known, raw, ir.Constant(I32, 0))
+    mapped = b.load(b.gep(table, [ir.Constant(I32, 0), index], inbounds=True), typ=I32)
+    b.store(b.select(known, mapped, raw), copy)
+    b.ret(copy)
+    return adapter
+
+
 def build_adapter(module: ir.Module, name: str, lp64: ir.FunctionType) -> ir.Function:
     """``cancho.wasi.<name>``: the LP64 signature outside, wasi-libc's ``name`` inside."""
+    if name == "__errno_location":
+        return build_errno_adapter(module)
     sig = WASI_C[name]
     real = module.globals.get(name)
     cty = c_function_type(sig, lp64)
