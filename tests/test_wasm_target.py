@@ -37,6 +37,9 @@ REPO = Path(__file__).resolve().parent.parent
 HELLO = REPO / "examples" / "hello.cho"
 BASE64 = REPO / "examples" / "base64" / "base64.cho"
 WORDS = REPO / "tests" / "programs" / "wasm_words.cho"
+FILES = REPO / "tests" / "programs" / "wasm_files.cho"
+SORT = REPO / "examples" / "sort" / "sort.cho"
+FLUSH = REPO / "tests" / "programs" / "flush_status.cho"
 CLI = [sys.executable, "-m", "cancho_kernel.cli"]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 TRAP_STATUS = 134
@@ -133,32 +136,31 @@ def test_unreachable_code_is_not_refused() -> None:
 
 
 def test_what_is_not_carried_yet_is_refused_and_a_gap_speaks_first() -> None:
-    reader = """
+    lister = """
+edition 6;
 fn main(world: World) -> [] int {
-    let Split { io, ffi, fs, heap, args } = split(world);
-    release(io); release(ffi); release(heap); release(args);
+    let Split { io, ffi, fs, heap, args, net, clock, signals } = split(world);
+    release(io); release(ffi); release(heap); release(args); release(net); release(signals);
     var n = 0;
     borrow fs as &f in {
-        match open_read(f, "/etc/hostname") {
-            Opened::Ok(file) => { n = 1; file_close(file); }
-            Opened::Failed(e) => { n = e; }
+        match open_dir(f, "/tmp") {
+            DirOpened::Ok(dir) => { n = dir_close(dir); }
+            DirOpened::Failed(e) => { n = e; }
         }
     }
     release(fs);
+    MORE
+    release(clock);
     return n;
 }
 """
-    (d,) = check_wasi(reader)  # open_read and file_close: one refusal, naming the first
+    (d,) = check_wasi(lister.replace("MORE", ""))  # open_dir and dir_close: one refusal, the first
     assert d.rule is diagnostics.Rule.UNSUPPORTED_ON_TARGET
-    assert "`main` uses `open_read`, which cancho-kernel does not build for `wasm32-wasip1` yet" in d.message
-    both_kinds = SPARE.replace("release(io); release(ffi); release(fs);",
-                               "release(io); release(ffi);").replace(
-        "return MAIN_BODY;", reader.split("var n = 0;", 1)[1].split("return n;")[0] + "return spare(clock) + n;")
-    both_kinds = both_kinds.replace("borrow fs", "var n = 0;\n    borrow fs")
+    assert "`main` uses `open_dir`, which cancho-kernel does not build for `wasm32-wasip1` yet" in d.message
+    both_kinds = lister.replace("MORE", "borrow clock as &c in { let other = fork_clock(c); release(other); }")
     diags = check_wasi(both_kinds)
     assert [d.rule for d in diags] == [diagnostics.Rule.UNSUPPORTED_ON_TARGET], diags
-    assert "threads do not exist" in diags[0].message
-    assert api.check_sources(src(both_kinds)).ok
+    assert "`main` uses `fork_clock`, and threads do not exist" in diags[0].message
 
 
 def test_check_command_with_a_target(tmp_path: Path) -> None:
@@ -278,12 +280,18 @@ def builds(tmp_path_factory):
     return get
 
 
-def both(built: tuple[Path, Path], args: list[str], stdin: bytes) -> tuple:
+def both(built: tuple[Path, Path], args: list[str], stdin: bytes, cwd: tuple[Path, Path] | None = None,
+         grants: tuple[str, ...] = (), stdout=subprocess.PIPE) -> tuple:
+    """The native executable and the module, run alike (the module through the runner `run`
+    uses, with ``grants``); each in its own directory of ``cwd`` when given."""
     exe_path, module = built
-    native_run = subprocess.run([str(exe_path), *args], input=stdin, capture_output=True, timeout=60)
+    native_cwd, wasm_cwd = cwd or (None, None)
+    native_run = subprocess.run([str(exe_path), *args], input=stdin, stdout=stdout, stderr=subprocess.PIPE,
+                                cwd=native_cwd, timeout=60)
     wasm_run = subprocess.run([sys.executable, "-m", "cancho_kernel.compiler.backends.wasi_runner",
-                               str(module), exe_path.name, *args], input=stdin, capture_output=True,
-                              env=ENV, timeout=120)
+                               *(f"--dir={g}" for g in grants), str(module), exe_path.name, *args],
+                              input=stdin, stdout=stdout, stderr=subprocess.PIPE, cwd=wasm_cwd, env=ENV,
+                              timeout=120)
     return native_run, wasm_run
 
 
@@ -425,7 +433,7 @@ def test_errno_table_matches_the_headers() -> None:
 
 
 def test_the_errno_adapter_translates() -> None:
-    """The adapter, compiled for the host around a stand-in `__errno_location`."""
+    """The adapter, compiled for the host around a stand-in for wasi-libc's `errno`."""
     import ctypes
 
     import llvmlite.binding as llvm
@@ -435,10 +443,8 @@ def test_the_errno_adapter_translates() -> None:
 
     module = ir.Module(name="errno_probe")
     i32, ptr = ir.IntType(32), ir.PointerType()
-    fake = ir.GlobalVariable(module, i32, name="fake_errno")
+    fake = ir.GlobalVariable(module, i32, name="errno")  # wasi-libc's, stood in for
     fake.initializer = ir.Constant(i32, 0)
-    location = ir.Function(module, ir.FunctionType(ptr, []), name="__errno_location")
-    ir.IRBuilder(location.append_basic_block()).ret(fake)
     adapter = build_errno_adapter(module)
     probe = ir.Function(module, ir.FunctionType(i32, [i32]), name="probe")
     b = ir.IRBuilder(probe.append_basic_block())
@@ -449,3 +455,49 @@ def test_the_errno_adapter_translates() -> None:
     engine.finalize_object()
     call = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_int32)(engine.get_function_address("probe"))
     assert [call(n) for n in (0, 64, 8, 44, 29, 76, 500)] == [0, 32, 9, 2, 5, 1, 500]
+
+
+def test_files_in_a_granted_directory(builds, tmp_path: Path) -> None:
+    dirs = (tmp_path / "native", tmp_path / "wasm")
+    for d in dirs:
+        d.mkdir()
+    native_run, wasm_run = both(builds(FILES), [], b"", cwd=dirs, grants=(".",))
+    assert wasm_run.stdout == native_run.stdout == b"carried to wasm\ncarrie\n16 16 6 2\n"
+    assert wasm_run.returncode == native_run.returncode == 2  # ENOENT, in the language's numbers
+    assert (dirs[1] / "note.txt").read_bytes() == (dirs[0] / "note.txt").read_bytes()
+    ungranted = both(builds(FILES), [], b"", cwd=dirs, grants=())[1]
+    assert ungranted.returncode != 0 and not (dirs[1] / "no-such-file.txt").exists()
+
+
+def test_sort_example_reads_a_granted_file(builds, tmp_path: Path) -> None:
+    rng = random.Random(3)
+    lines = b"".join(bytes(rng.choice(b"abcxyz ") for _ in range(rng.randint(0, 12))) + b"\n"
+                     for _ in range(2000))
+    (tmp_path / "lines.txt").write_bytes(lines)
+    native_run, wasm_run = both(builds(SORT), ["lines.txt", "-"], b"zz\naa\n", cwd=(tmp_path, tmp_path),
+                                grants=(".",))
+    assert wasm_run.stdout == native_run.stdout and wasm_run.returncode == native_run.returncode == 0
+    assert wasm_run.stdout.count(b"\n") == 2002
+    refused = both(builds(SORT), ["lines.txt"], b"", cwd=(tmp_path, tmp_path))[1]  # no grant
+    assert refused.returncode != 0 and b"lines.txt" in refused.stderr
+
+
+def test_flush_failure_errno_is_the_languages(builds) -> None:
+    """stdout on /dev/full: ENOSPC, 28 natively; WASI's 51 translated to 28."""
+    if not Path("/dev/full").exists():
+        pytest.skip("no /dev/full here")
+    with open("/dev/full", "wb") as full:
+        native_run, wasm_run = both(builds(FLUSH), [], b"", stdout=full)
+    assert wasm_run.returncode == native_run.returncode == 28
+
+
+def test_run_grants_only_what_wasmtime_flags_say(tmp_path: Path) -> None:
+    toolchain_or_skip()
+    (tmp_path / "f.txt").write_bytes(b"b\na\n")
+    granted = cancho("run", "--target", "wasm32-wasip1", str(SORT), "--", "f.txt", cwd=tmp_path,
+                     env={**ENV, "WASMTIME_FLAGS": "--dir ."})
+    assert (granted.returncode, granted.stdout) == (0, b"a\nb\n"), granted.stderr
+    refused = cancho("run", "--target", "wasm32-wasip1", str(SORT), "--", "f.txt", cwd=tmp_path,
+                     env={**ENV, "WASMTIME_FLAGS": "--dir=. --env X=1"})
+    assert refused.returncode == 3 and b"not `--env`" in refused.stderr
+    assert wasm.granted_dirs("--dir=/tmp::/data --dir /tmp") == ["/tmp::/data", "/tmp"]

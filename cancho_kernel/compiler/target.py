@@ -12,7 +12,7 @@ family (``threads do not exist on `wasm32-wasip1` ``), because the family, not t
 is what a reader has to design around.
 
 A builtin that WASI could do but this compiler has not carried to the target yet (its
-constants, structure layouts or error numbers are Linux's: files by path, directories) is refused
+constants or structure layouts are Linux's: directory handles, the later file builtins) is refused
 the same way with different words (:data:`WASI_BUILT` lists the ones that are carried): a
 located refusal, never a module that answers wrongly.
 """
@@ -119,8 +119,8 @@ WASI_GAPS: dict[str, Gap] = {
 
 # Builtins this compiler builds for WASI, each run there by tests/test_wasm_target.py or by a
 # program that test runs: the console (wasi-libc's stdio), the heap (its malloc), the command
-# line, the clocks (wasi-libc's clock ids, codegen/wasi.py), and everything that touches no
-# operating system at all.
+# line, the clocks (wasi-libc's clock ids, codegen/wasi.py), files by path and their handles
+# (wasi-libc's open flags; errno translated), and everything that touches no operating system.
 WASI_BUILT: frozenset[str] = frozenset("""
     putchar write_bytes write_err getchar flush_out split release narrow
     box unbox contents box_slice unbox_slice arg_count arg len trap null_ptr
@@ -128,6 +128,7 @@ WASI_BUILT: frozenset[str] = frozenset("""
     float_of_bits f32_of float_of32 bits_of32 f32_of_bits sqrt32 f32_of_int int_of_f32
     copy_within copy_into index_of_byte load_le64 byte_mask64 trailing_zeros leading_zeros
     popcount mul_wide add_carry sub_borrow value_barrier clock_ms clock_unix_ms
+    open_read file_read file_close fs_read fs_write
 """.split())
 
 assert not WASI_BUILT & set(WASI_GAPS)

@@ -1,8 +1,8 @@
 """Run one WASI command module with wasmtime, as a child of `cancho run --target wasm32-wasip1`.
 
-``python -m cancho_kernel.compiler.backends.wasi_runner MODULE ARGV0 [ARG...]``: the module gets
-this process's stdin, stdout and stderr, the command line ``ARGV0 ARG...``, no environment and
-no directories (a cancho program built for WASI uses no files). The process exits with the
+``python -m cancho_kernel.compiler.backends.wasi_runner [--dir=HOST[::GUEST]]... MODULE ARGV0
+[ARG...]``: the module gets this process's stdin, stdout and stderr, the command line
+``ARGV0 ARG...``, no environment, and only the directories granted. The process exits with the
 module's status; a trap prints wasmtime's message on stderr and exits 134, the status the
 wasmtime command gives a trap.
 """
@@ -26,7 +26,7 @@ def _proc_exit(status: int) -> None:
     raise Exited(status)
 
 
-def run(module_path: str, argv: list[str]) -> int:
+def run(module_path: str, argv: list[str], dirs: list[str] = ()) -> int:
     """The module's exit status (its ``proc_exit`` code, 0 when ``_start`` returns).
 
     wasmtime's own ``proc_exit`` refuses a status of 126 or more (an error, not an exit), yet a
@@ -42,6 +42,9 @@ def run(module_path: str, argv: list[str]) -> int:
     config.inherit_stdin()
     config.inherit_stdout()
     config.inherit_stderr()
+    for grant in dirs:  # HOST[::GUEST], the guest name defaulting to the host's
+        host, _, guest = grant.partition("::")
+        config.preopen_dir(host, guest or host)
     store.set_wasi(config)
     linker = wasmtime.Linker(engine)
     linker.define_wasi()
@@ -65,10 +68,14 @@ def run(module_path: str, argv: list[str]) -> int:
 
 
 def main(args: list[str]) -> int:
+    dirs: list[str] = []
+    while args and args[0].startswith("--dir="):  # the grants come first; the program's after
+        dirs.append(args[0][len("--dir="):])
+        args = args[1:]
     if len(args) < 2:
-        sys.stderr.write("usage: wasi_runner MODULE ARGV0 [ARG...]\n")
+        sys.stderr.write("usage: wasi_runner [--dir=HOST[::GUEST]]... MODULE ARGV0 [ARG...]\n")
         return 2
-    return run(args[0], args[1:])
+    return run(args[0], args[1:], dirs)
 
 
 if __name__ == "__main__":

@@ -11,12 +11,14 @@ environment failure (:class:`WasiToolchainMissing`, exit 3) that says what to in
 
 The runtime is the ``wasmtime`` Python package (the ``wasm`` extra); the module runs in a child
 Python process (``wasi_runner.py``) so that the command stays interruptible and the program's
-stdio is the real descriptors.
+stdio is the real descriptors. It reaches the directories ``WASMTIME_FLAGS`` grants
+(``--dir HOST[::GUEST]``, as for the wasmtime command and the reference) and no other.
 """
 
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -129,14 +131,44 @@ def runtime_available() -> bool:
     return importlib.util.find_spec("wasmtime") is not None
 
 
+class WasiFlagsRefused(LinkError):
+    """``WASMTIME_FLAGS`` holds something other than directory grants (exit 3)."""
+
+
+def granted_dirs(flags: str | None = None) -> list[str]:
+    """The directories ``WASMTIME_FLAGS`` grants, as the wasmtime command spells them
+    (``--dir HOST[::GUEST]`` or ``--dir=...``): a module reaches no directory unless one is
+    granted, and the grant is the user's to write. Any other flag is refused."""
+    words = shlex.split(os.environ.get("WASMTIME_FLAGS", "") if flags is None else flags)
+    dirs: list[str] = []
+    it = iter(words)
+    for word in it:
+        if word.startswith("--dir="):
+            dirs.append(word[len("--dir="):])
+        elif word == "--dir":
+            value = next(it, None)
+            if value is None:
+                raise WasiFlagsRefused("WASMTIME_FLAGS: `--dir` needs a directory")
+            dirs.append(value)
+        else:
+            raise WasiFlagsRefused(f"WASMTIME_FLAGS: cancho runs modules itself and takes only "
+                                   f"`--dir HOST[::GUEST]` there, not `{word}`")
+    for d in dirs:
+        if not Path(d.split("::", 1)[0]).is_dir():
+            raise WasiFlagsRefused(f"WASMTIME_FLAGS: `{d.split('::', 1)[0]}` is not a directory")
+    return dirs
+
+
 def run_wasm(module: str | Path, args: Sequence[str], name: str) -> int:
-    """Run a WASI command module with this process's stdio; its exit status. ``name`` is the
-    program's ``argv[0]``. A trap is reported on stderr and is status 134, as the wasmtime
-    command reports one."""
+    """Run a WASI command module with this process's stdio and the directories ``WASMTIME_FLAGS``
+    grants; its exit status. ``name`` is the program's ``argv[0]``. A trap is reported on stderr
+    and is status 134, as the wasmtime command reports one."""
     if not runtime_available():
         raise WasiRuntimeMissing(f"cannot run a `{WASM32_WASIP1.name}` module: no WASI runtime; "
                                  f"{RUNTIME_HINT}")
-    argv = [sys.executable, "-m", "cancho_kernel.compiler.backends.wasi_runner", str(module), name, *args]
+    grants = [f"--dir={d}" for d in granted_dirs()]
+    argv = [sys.executable, "-m", "cancho_kernel.compiler.backends.wasi_runner", *grants, str(module),
+            name, *args]
     child = subprocess.Popen(argv)
     try:
         return child.wait()

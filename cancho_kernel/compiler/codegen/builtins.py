@@ -502,8 +502,11 @@ class BuiltinLowering:
         returns (fd as i64, errno as i64)."""
         b = self.b
         cpath = self.path_cstring(e, path)
-        fd = self.c("openat", [ir.Constant(I32, -100), cpath, ir.Constant(I32, flags | 0o2000000),
-                               ir.Constant(I32, 0o644)])
+        at, oflags = -100, flags | 0o2000000  # AT_FDCWD, O_CLOEXEC
+        if self.rt.target.is_wasi:
+            from .wasi import AT_FDCWD, open_flags
+            at, oflags = AT_FDCWD, open_flags(flags)
+        fd = self.c("openat", [ir.Constant(I32, at), cpath, ir.Constant(I32, oflags), ir.Constant(I32, 0o644)])
         errno = b.sext(b.load(self.c("__errno_location", []), typ=I32), I64)
         self.rt.free(b, cpath)
         return b.sext(fd, I64), errno

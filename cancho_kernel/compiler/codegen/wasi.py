@@ -100,10 +100,12 @@ def build_errno_adapter(module: ir.Module) -> ir.Function:
     """``cancho.wasi.__errno_location``: a pointer to the current errno in the language's
     numbering. Codegen only ever reads errno after a failed call, so the adapter translates
     wasi-libc's value into a copy of its own and answers the copy's address; a number outside
-    the table passes through."""
-    real = module.globals.get("__errno_location")
+    the table passes through. wasi-libc (single-threaded) keeps errno in the global `errno`
+    and, in Debian's 2022 build, has no `__errno_location` function to ask."""
+    real = module.globals.get("errno")
     if real is None:
-        real = ir.Function(module, ir.FunctionType(PTR, []), name="__errno_location")
+        real = ir.GlobalVariable(module, I32, name="errno")
+        real.linkage = "external"
     table_t = ir.ArrayType(I32, len(WASI_ERRNO_TO_LINUX))
     table = ir.GlobalVariable(module, table_t, name="cancho.wasi.errno_table")
     table.linkage, table.global_constant = "internal", True
@@ -113,7 +115,7 @@ def build_errno_adapter(module: ir.Module) -> ir.Function:
     adapter = ir.Function(module, ir.FunctionType(PTR, []), name="cancho.wasi.__errno_location")
     adapter.linkage = "internal"
     b = ir.IRBuilder(adapter.append_basic_block("entry"))
-    raw = b.load(b.call(real, []), typ=I32)
+    raw = b.load(real, typ=I32)
     known = b.icmp_unsigned("<", raw, ir.Constant(I32, len(WASI_ERRNO_TO_LINUX)))
     index = b.select(known, raw, ir.Constant(I32, 0))
     mapped = b.load(b.gep(table, [ir.Constant(I32, 0), index], inbounds=True), typ=I32)
@@ -183,3 +185,24 @@ def clock_ms(b: ir.IRBuilder, rt, ts: ir.Value, which: int) -> ir.Value:
     nsec_at = b.gep(ts, [ir.Constant(I64, 0), ir.Constant(I64, 1)], inbounds=True)
     nsec = b.sext(b.load(nsec_at, typ=I32), I64)
     return b.add(b.mul(sec, ir.Constant(I64, 1000)), b.sdiv(nsec, ir.Constant(I64, 1_000_000)))
+
+
+# Opening a path: the constants codegen writes are Linux's; wasi-libc's differ (its headers'
+# `__header_fcntl.h`): no close-on-exec (a module cannot exec), a read-only open is a right of
+# its own rather than 0, and the working directory is descriptor -2.
+AT_FDCWD = -2
+_ACCESS = {0: 0x0400_0000, 1: 0x1000_0000, 2: 0x1400_0000}  # O_RDONLY, O_WRONLY, O_RDWR
+_LINUX_TO_WASI = {0o100: 0x1000, 0o200: 0x4000, 0o1000: 0x8000, 0o2000: 0x1}  # CREAT EXCL TRUNC APPEND
+
+
+def open_flags(linux: int) -> int:
+    """wasi-libc's `open` flags for Linux's ``linux`` (without O_CLOEXEC, which WASI lacks)."""
+    out = _ACCESS[linux & 3]
+    rest = linux & ~3
+    for bit, wasi_bit in _LINUX_TO_WASI.items():
+        if rest & bit:
+            out |= wasi_bit
+            rest &= ~bit
+    if rest:
+        raise NotImplementedError(f"open flags {rest:#o} have no wasm32-wasip1 mapping in cancho-kernel")
+    return out
