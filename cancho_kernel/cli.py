@@ -41,6 +41,7 @@ from .compiler import api
 from .compiler.diagnostics import Diagnostic, Rule, render_json, render_text
 from .compiler.run import FailureKind, RunFailed, flush_python_streams, os_error_text
 from .compiler.source import SourceFile
+from .compiler.target import HOST, Target
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_ENVIRONMENT = 0, 1, 2, 3
 
@@ -48,9 +49,9 @@ USAGE = """\
 cancho — a compiler for the cancho systems language (llvmlite backends)
 
 usage:
-    cancho build <file.cho>... [-o <output>] [--emit exe|obj] [--std] [--safe] [--no-cache] [-l <name>]... [-L <path>]...
-    cancho check <file.cho>... [--std] [--output json]
-    cancho run   <file.cho>... [--backend jit|exe] [--std] [--safe] [--no-cache] [-l <name>]... [-L <path>]... [-- <arg>...]
+    cancho build <file.cho>... [-o <output>] [--emit exe|obj] [--target <T>] [--std] [--safe] [--no-cache] [-l <name>]... [-L <path>]...
+    cancho check <file.cho>... [--std] [--output json] [--target <T>]
+    cancho run   <file.cho>... [--backend jit|exe | --target <T>] [--std] [--safe] [--no-cache] [-l <name>]... [-L <path>]... [-- <arg>...]
     cancho ir    <file.cho>... [--std]
     cancho asm   <file.cho>... [--std]
     cancho authority <file.cho>... [--std] [--output json]
@@ -65,6 +66,9 @@ options:
                       always available through `import std.x;`, so it changes nothing
     --output json     `check`/`authority` answer as data on stdout rather than prose
     --backend jit|exe `run` through MCJIT in this process (default) or a linked executable
+    --target <T>      `build`/`check`/`run` for the host (default; its triple, as `--version`
+                      prints it) or for `wasm32-wasip1`: a WebAssembly module linked with clang
+                      and a WASI libc, run with wasmtime (docs/cli.md)
     -l <name>         link `lib<name>` (`build`/`run` only); repeatable, passed to `cc`
     -L <path>         add a library search path (`build`/`run` only); repeatable
     --safe            safe mode (also CANCHO_SAFE=1): refuse -l/-L and programs that reach
@@ -121,6 +125,8 @@ class Invocation:
     program_args: list[str] = field(default_factory=list)
     safe: bool = False
     cache: bool = True
+    target: Target = HOST
+    backend_given: bool = False
 
 
 def safe_from_env() -> bool:
@@ -163,7 +169,9 @@ def parse_args(command: str, args: Sequence[str]) -> Invocation:
             name = value("--backend", "a name")
             if name not in ("jit", "exe"):
                 raise usage(f"unknown backend `{name}`")
-            inv.backend = name
+            inv.backend, inv.backend_given = name, True
+        elif arg == "--target" and command in ("build", "check", "run"):
+            inv.target = _target(value("--target", "a target triple"))
         elif arg == "-l" and (build or run):
             inv.libs.append(value("-l", "a library name"))
         elif arg == "-L" and (build or run):
@@ -176,6 +184,12 @@ def parse_args(command: str, args: Sequence[str]) -> Invocation:
             inv.inputs.append(arg)
     if not inv.inputs:
         raise usage("no input file given")
+    if inv.target.is_wasi and (inv.libs or inv.libdirs):
+        raise usage(f"`{'-l' if inv.libs else '-L'}` names a host library, which a "
+                    f"`{inv.target.name}` module cannot link")
+    if inv.target.is_wasi and inv.backend_given:
+        raise usage(f"`--backend` chooses how the host runs a program; `--target "
+                    f"{inv.target.name}` builds a WebAssembly module, which a WASI runtime runs")
     if inv.safe and (inv.libs or inv.libdirs):
         flag = "-l" if inv.libs else "-L"
         raise usage(f"`{flag}` is refused in safe mode: a linked library is foreign code whose "
@@ -183,9 +197,22 @@ def parse_args(command: str, args: Sequence[str]) -> Invocation:
     return inv
 
 
-def default_output(first_input: str, emit: str) -> str:
+def _target(name: str) -> Target:
+    """The target a ``--target`` value names (``compiler/target.py``); anything else is usage."""
+    from .compiler.backends import native
+    from .compiler.target import UnknownTarget, parse_target
+
+    try:
+        return parse_target(name, native.host_triple())
+    except UnknownTarget as exc:
+        raise usage(str(exc)) from None
+
+
+def default_output(first_input: str, emit: str, target: Target = HOST) -> str:
     stem = Path(first_input).stem
-    return f"{stem}.o" if emit == "obj" else stem
+    if emit == "obj":
+        return f"{stem}.o"
+    return f"{stem}.wasm" if target.is_wasi else stem
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,7 +315,8 @@ def _compile(inv: Invocation) -> Compiled:
         if cached is not None:
             return Compiled(cached.decode("utf-8"), [])
     try:
-        result = api.compile_sources(sources)
+        result = (api.compile_sources(sources, target=inv.target) if inv.target.is_wasi
+                  else api.compile_sources(sources))
     except Exception as exc:  # noqa: BLE001 - never a traceback
         return Compiled(None, [_internal(inv, "to compile", exc)])
     if result.diagnostics:
@@ -306,8 +334,8 @@ def _compile(inv: Invocation) -> Compiled:
 
 def _build_cache(inv: Invocation):
     """The user's build cache for `build` and `run`, unless ``--no-cache``."""
-    if not inv.cache or inv.command not in ("build", "run"):
-        return None
+    if not inv.cache or inv.command not in ("build", "run") or inv.target.is_wasi:
+        return None  # the cache keys describe host builds only
     from .compiler.cache import BuildCache
 
     return BuildCache.from_env()
@@ -378,7 +406,7 @@ def cmd_check(inv: Invocation) -> int:
     ir, diags = compiled.ir, compiled.diagnostics
     if ir is not None:  # like the reference, generate the object and discard it
         try:
-            _backend(inv, lambda: native.emit_object(ir))
+            _backend(inv, lambda: native.emit_object(ir, inv.target))
         except _Refused as refused:
             diags = refused.diags
     if inv.json:
@@ -411,7 +439,12 @@ def cmd_build(inv: Invocation) -> int:
     from .compiler.run import Backend, build, build_object
 
     ir = _compiled_or_refused(inv)
-    out = inv.output or default_output(inv.inputs[0], inv.emit)
+    out = inv.output or default_output(inv.inputs[0], inv.emit, inv.target)
+    if inv.target.is_wasi:
+        from .compiler.backends import wasm
+
+        _backend(inv, lambda: (wasm.write_wasm_object if inv.emit == "obj" else wasm.build_wasm)(ir, out))
+        return EXIT_OK
     cache = _build_cache(inv)
     if inv.emit == "obj":
         _backend(inv, lambda: build_object(ir, out, cache))
@@ -447,6 +480,8 @@ def cmd_run(inv: Invocation) -> int:
 
     remove_stale_dirs()  # what an earlier `run` killed by SIGKILL left
     ir = _compiled_or_refused(inv)
+    if inv.target.is_wasi:
+        return _run_wasm(inv, ir)
     ended = _backend(inv, lambda: run_inherit(
         ir, inv.backend, default_output(inv.inputs[0], "exe"), inv.program_args, libs=inv.libs,
         libdirs=inv.libdirs, limits=_run_limits(inv), cache=_build_cache(inv)))
@@ -454,6 +489,24 @@ def cmd_run(inv: Invocation) -> int:
         raise environment(f"cancho: the program was killed by signal {ended.signal} "
                           f"({signal_name(ended.signal)})")
     return ended.exit_status if ended.exit_status is not None else EXIT_ENVIRONMENT
+
+
+def _run_wasm(inv: Invocation, ir: str) -> int:
+    """`run --target wasm32-wasip1`: build the module in a temporary directory and run it with
+    the WASI runtime (``backends/wasm.py``); the program's own status, 134 for a trap."""
+    import tempfile
+
+    from .compiler.backends import wasm
+
+    if not wasm.runtime_available():  # said before building, as a missing linker would be
+        raise environment(f"cannot run a `{inv.target.name}` module: no WASI runtime; "
+                          f"{wasm.RUNTIME_HINT}")
+    name = default_output(inv.inputs[0], "exe")
+    with tempfile.TemporaryDirectory(prefix="cancho-run-wasm-") as tmp:
+        module = Path(tmp) / f"{name}.wasm"
+        _backend(inv, lambda: wasm.build_wasm(ir, module))
+        flush_python_streams()
+        return _backend(inv, lambda: wasm.run_wasm(module, inv.program_args, name))
 
 
 def cmd_ir(inv: Invocation) -> int:

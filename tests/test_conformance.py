@@ -33,6 +33,8 @@ from pathlib import Path
 import pytest
 
 from cancho_kernel.compiler import api, diagnostics
+from cancho_kernel.compiler.backends import native
+from cancho_kernel.compiler.target import HOST, parse_target
 
 TESTS = Path(__file__).resolve().parent
 REPO = TESTS.parent
@@ -195,7 +197,14 @@ def test_example(path: Path, jit_worker, tmp_path: Path) -> None:
 def test_reject(path: Path) -> None:
     d = directives(path)
     (rule,) = d["RULE"]
-    result = api.check_sources(api.load_sources([path]))
+    target = HOST
+    if d.get("TARGET"):  # refused for that target only: the host never says so
+        (name,) = d["TARGET"]
+        target = parse_target(name, native.host_triple())
+        host = diagnostics.render_text(api.check_sources(api.load_sources([path])).diagnostics)
+        for needle in d.get("ERROR", []):
+            assert needle not in host, f"{path}: the host refuses it for `{name}`'s reason:\n{host}"
+    result = api.check_sources(api.load_sources([path]), target=target)
     assert not result.ok, f"{path} must be refused with `{rule}`, but was accepted"
     text = diagnostics.render_text(result.diagnostics)
     first = result.diagnostics[0]

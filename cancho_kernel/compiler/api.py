@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 
 from .diagnostics import Diagnostic, Rule, sort_diagnostics
 from .source import SourceFile
+from .target import HOST, Target
 
 if TYPE_CHECKING:
     import threading
@@ -138,13 +139,14 @@ def load_sources(paths: list[str | Path]) -> list[SourceFile]:
     return [SourceFile.from_path(p) for p in paths]
 
 
-def check_sources(sources: list[SourceFile], cache: ModuleCache | None = None) -> CheckResult:
+def check_sources(sources: list[SourceFile], cache: ModuleCache | None = None,
+                  target: Target = HOST) -> CheckResult:
     """Parse and check a program made of these files (``cache``: std modules parsed and checked
-    once, ``modcache.py``)."""
+    once, ``modcache.py``) for ``target`` (what it lacks is refused, ``target.py``)."""
     from .check.program import check_program
 
     try:
-        diags, program = run_deep(lambda: check_program(sources, cache))
+        diags, program = run_deep(lambda: check_program(sources, cache, target))
     except Exception as e:  # our bug, never the user's: report it, never crash the caller
         return CheckResult([internal_error(e, sources)])
     return CheckResult(sort_diagnostics(diags), program if not diags else None)
@@ -183,14 +185,18 @@ def check_files(files: list, hint: str | None = None, cache: ModuleCache | None 
     return CheckResult(sort_diagnostics(diags), program if not diags else None)
 
 
-def compile_sources(sources: list[SourceFile], cache: ModuleCache | None = None) -> CompileResult:
+def compile_sources(sources: list[SourceFile], cache: ModuleCache | None = None,
+                    target: Target = HOST) -> CompileResult:
     """Check, then lower to LLVM IR text. A failure of our own becomes an `internal` diagnostic.
     With ``cache``: std modules are parsed and checked once, and an accepted program's result is
-    kept by content, so the same program again skips check and lower (``reused``)."""
+    kept by content, so the same program again skips check and lower (``reused``). ``target``
+    (``target.py``): what the program is refused for and the IR is made for; the module cache
+    keeps host programs only."""
     from .check.program import check_program, parse_all
 
-    if cache is None:
-        return run_deep(lambda: _compile(lambda: check_program(sources), sources))
+    if cache is None or target.is_wasi:
+        return run_deep(lambda: _compile(lambda: check_program(sources, target=target), sources,
+                                         target=target))
     return run_deep(lambda: _compile_cached(lambda diags: parse_all(sources, diags, cache=cache),
                                             sources[0].path if sources else None, cache, sources))
 
@@ -235,7 +241,7 @@ def _compile_cached(parse: Callable[[list[Diagnostic]], list], hint: str | None,
 
 
 def _compile(check: Callable[[], tuple[list[Diagnostic], object]], sources: list[SourceFile],
-             t0: float | None = None) -> CompileResult:
+             t0: float | None = None, target: Target = HOST) -> CompileResult:
     """Run ``check``; when it accepts, lower the checked program."""
     import time
 
@@ -250,7 +256,7 @@ def _compile(check: Callable[[], tuple[list[Diagnostic], object]], sources: list
     from .codegen.lower import lower_program
 
     try:
-        ir, diags = lower_program(program)
+        ir, diags = lower_program(program, target)
     except Exception as e:
         ir, diags = None, [internal_error(e, sources)]
     t2 = time.perf_counter()

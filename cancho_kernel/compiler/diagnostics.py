@@ -144,7 +144,7 @@ EXPLANATIONS: dict[Rule, str] = {
     Rule.UNKNOWN_NAME: "This name is not in scope here.",
     Rule.UNREACHABLE_STATEMENT: "A statement after one that always leaves the block can never run.",
     Rule.UNSIZED_TYPE: "A slice `[T]` has no size; it can only be used behind a reference.",
-    Rule.UNSUPPORTED_ON_TARGET: "This feature is not available on the selected target: cancho-kernel compiles for its host only and does not implement every builtin of every edition.",
+    Rule.UNSUPPORTED_ON_TARGET: "This feature is not available on the selected target: a `wasm32-wasip1` build refuses what WASI lacks (threads, sockets, processes, ...), and cancho-kernel does not implement every builtin of every edition.",
 }
 
 RULES: tuple[str, ...] = tuple(sorted(r.value for r in Rule))

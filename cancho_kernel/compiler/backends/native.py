@@ -15,9 +15,12 @@ from __future__ import annotations
 
 import llvmlite.binding as llvm
 
+from ..target import HOST, WASI_LLVM_TRIPLE, Target
+
 # The one piece of module state: LLVM's own target registries are process-global, and
 # initialising them twice is harmless but not free, so remember that it was done.
 _initialised = False
+_all_targets = False
 
 
 class InvalidIR(Exception):
@@ -34,21 +37,42 @@ def ensure_initialised() -> None:
         _initialised = True
 
 
+def ensure_all_targets() -> None:
+    """Also initialise every target LLVM was built with (WebAssembly among them), once."""
+    global _all_targets
+    ensure_initialised()
+    if not _all_targets:
+        llvm.initialize_all_targets()
+        llvm.initialize_all_asmprinters()
+        _all_targets = True
+
+
+def target_triple(target: Target = HOST) -> str:
+    """The triple codegen stamps on a module built for ``target``."""
+    return WASI_LLVM_TRIPLE if target.is_wasi else host_triple()
+
+
 def host_triple() -> str:
     """The triple codegen stamps on modules (and `--version` prints)."""
     ensure_initialised()
     return llvm.get_process_triple()
 
 
-def target_machine(jit: bool = False) -> llvm.TargetMachine:
+def target_machine(jit: bool = False, target: Target = HOST) -> llvm.TargetMachine:
     """A fresh host target machine: PIC, O2, generic CPU (like `clang -O2` without -march).
 
     Creating one costs well under a millisecond, so none is cached. The same CPU and features
     are used for objects and for MCJIT so both backends run the same machine code.
     """
+    if target.is_wasi:
+        # Static relocation: a WASI command is one statically linked module. LLVM's generic
+        # wasm32 CPU links with Debian's wasi-libc and runs under wasmtime (tests/test_wasm_target.py).
+        ensure_all_targets()
+        return llvm.Target.from_triple(WASI_LLVM_TRIPLE).create_target_machine(
+            cpu="generic", opt=2, reloc="static")
     ensure_initialised()
-    target = llvm.Target.from_triple(host_triple())
-    return target.create_target_machine(
+    machine = llvm.Target.from_triple(host_triple())
+    return machine.create_target_machine(
         opt=2,
         reloc="pic",
         codemodel="jitdefault" if jit else "default",
@@ -56,9 +80,9 @@ def target_machine(jit: bool = False) -> llvm.TargetMachine:
     )
 
 
-def data_layout() -> str:
-    """The host data layout string codegen stamps on modules."""
-    return str(target_machine().target_data)
+def data_layout(target: Target = HOST) -> str:
+    """The data layout string codegen stamps on modules (the host's by default)."""
+    return str(target_machine(target=target).target_data)
 
 
 def parse(ir_text: str) -> llvm.ModuleRef:
@@ -103,9 +127,9 @@ def optimized_ir(ir_text: str) -> str:
     return str(optimized_module(ir_text))
 
 
-def emit_object(ir_text: str) -> bytes:
-    """An ELF relocatable object for the host, after O2."""
-    tm = target_machine()
+def emit_object(ir_text: str, target: Target = HOST) -> bytes:
+    """A relocatable object (ELF for the host, WebAssembly for WASI), after O2."""
+    tm = target_machine(target=target)
     return tm.emit_object(optimized_module(ir_text, tm))
 
 

@@ -15,6 +15,7 @@ from ..parser import parse_file
 from ..modcache import CheckedModule, ModuleCache, ModuleKey, frozen, text_hash
 from ..resolve import ItemRef, ModuleScope, build_modules, std_source
 from ..source import SourceFile
+from ..target import HOST, Target, target_refusals
 from . import effects as E
 from .body import BodyChecker, CheckedFn, Poisoned
 from .flow import check_flow
@@ -86,11 +87,11 @@ def parse_all(sources: list[SourceFile], diags: list[Diagnostic],
     return files
 
 
-def check_program(sources: list[SourceFile], cache: Optional[ModuleCache] = None
+def check_program(sources: list[SourceFile], cache: Optional[ModuleCache] = None, target: Target = HOST
                   ) -> tuple[list[Diagnostic], Optional[CheckedProgram]]:
     diags: list[Diagnostic] = []
     files = parse_all(sources, diags, cache=cache)
-    return check_parsed(files, diags, sources[0].path if sources else None, cache)
+    return check_parsed(files, diags, sources[0].path if sources else None, cache, target)
 
 
 def add_std_imports(files: list[ast.File], diags: list[Diagnostic],
@@ -100,7 +101,8 @@ def add_std_imports(files: list[ast.File], diags: list[Diagnostic],
 
 
 def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[str] = None,
-                 cache: Optional[ModuleCache] = None) -> tuple[list[Diagnostic], Optional[CheckedProgram]]:
+                 cache: Optional[ModuleCache] = None, target: Target = HOST
+                 ) -> tuple[list[Diagnostic], Optional[CheckedProgram]]:
     """Check already-parsed files (the kernel builds them from a session's items).
 
     With ``cache``, every std module whose text, edition, dependencies and compiler version
@@ -130,6 +132,10 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
     if not diags:
         diags.extend(evaluate_statics([it for m in modules.values() for it in m.items.values()], prog,
                                       {k: v for e in reused.values() for k, v in e.statics.items()}))
+    if not diags:
+        # What the target cannot do (compiler/target.py), before the refusals of what this
+        # implementation has not lowered: a gap of the target stays whatever gets lowered.
+        diags.extend(target_refusals(prog, target))
     if not diags and prog.unlowered:
         # Last, as the reference has it: the program is otherwise accepted, and codegen must
         # never see a call it has no lowering for.

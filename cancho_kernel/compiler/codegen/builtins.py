@@ -123,7 +123,7 @@ class BuiltinLowering:
         single-threaded, so the stream lock C's `getchar` checks for is never needed."""
         b, rt = self.b, self.rt
         stream = b.load(rt.stream("stdin"), typ=PTR)
-        if not GLIBC_STDIO:
+        if not GLIBC_STDIO or rt.target.is_wasi:  # wasi-libc's FILE is musl's, not glibc's
             return b.sext(b.call(rt.libc("getc"), [stream]), I64)
         ptr_slot = b.gep(stream, [ir.Constant(I64, 8)], inbounds=True, source_etype=I8)   # _IO_read_ptr
         end_slot = b.gep(stream, [ir.Constant(I64, 16)], inbounds=True, source_etype=I8)  # _IO_read_end
@@ -160,6 +160,9 @@ class BuiltinLowering:
         """Milliseconds from clock_gettime (CLOCK_REALTIME 0, CLOCK_MONOTONIC 1)."""
         b = self.b
         ts = self.alloca_builder.alloca(ir.ArrayType(I64, 2), name="timespec")
+        if self.rt.target.is_wasi:
+            from .wasi import clock_ms
+            return clock_ms(b, self.rt, ts, which)
         self.c("clock_gettime", [ir.Constant(I32, which), ts])
         sec = b.load(b.gep(ts, [ir.Constant(I64, 0), ir.Constant(I64, 0)], inbounds=True), typ=I64)
         nsec = b.load(b.gep(ts, [ir.Constant(I64, 0), ir.Constant(I64, 1)], inbounds=True), typ=I64)
@@ -502,8 +505,11 @@ class BuiltinLowering:
         returns (fd as i64, errno as i64)."""
         b = self.b
         cpath = self.path_cstring(e, path)
-        fd = self.c("openat", [ir.Constant(I32, -100), cpath, ir.Constant(I32, flags | 0o2000000),
-                               ir.Constant(I32, 0o644)])
+        at, oflags = -100, flags | 0o2000000  # AT_FDCWD, O_CLOEXEC
+        if self.rt.target.is_wasi:
+            from .wasi import AT_FDCWD, open_flags
+            at, oflags = AT_FDCWD, open_flags(flags)
+        fd = self.c("openat", [ir.Constant(I32, at), cpath, ir.Constant(I32, oflags), ir.Constant(I32, 0o644)])
         errno = b.sext(b.load(self.c("__errno_location", []), typ=I32), I64)
         self.rt.free(b, cpath)
         return b.sext(fd, I64), errno

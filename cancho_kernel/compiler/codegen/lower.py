@@ -28,6 +28,7 @@ from ..check.typed import CallKind, CallTarget, FnValue, Local, StaticRef
 from ..check.program import CheckedProgram
 from ..check.types import (substitute, BOOL, BYTE, CPTR, F32, FLOAT, INT, Ref, Slice, Type)
 from ..diagnostics import Diagnostic, Rule
+from ..target import HOST, Target
 from ..layout import ARENA_BYTES
 from .aggregates import AggregateLowering
 from .builtins import BuiltinLowering
@@ -92,13 +93,13 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def lower_program(prog: CheckedProgram) -> tuple[Optional[str], list[Diagnostic]]:
+def lower_program(prog: CheckedProgram, target: Target = HOST) -> tuple[Optional[str], list[Diagnostic]]:
     """LLVM IR text for an accepted program, or an `internal` diagnostic located at the construct
     whose lowering failed (never an exception: lowering cannot fail on checked input, so a
     failure is a bug of ours)."""
     try:
         with collector_paused():
-            return ModuleLowering(prog).lower(), []
+            return ModuleLowering(prog, target).lower(), []
     except LoweringFailure as e:
         return None, [Diagnostic(Rule.INTERNAL, str(e), e.span)]
 
@@ -106,14 +107,14 @@ def lower_program(prog: CheckedProgram) -> tuple[Optional[str], list[Diagnostic]
 class ModuleLowering:
     """Builds the LLVM module for one program."""
 
-    def __init__(self, prog: CheckedProgram):
+    def __init__(self, prog: CheckedProgram, target: Target = HOST):
         from ..backends import native
 
         self.prog = prog
         self.module = ir.Module(name="cancho", context=ir.Context())  # its own named types
-        self.module.triple = native.host_triple()
-        self.module.data_layout = native.data_layout()
-        self.rt = Runtime(self.module)
+        self.module.triple = native.target_triple(target)
+        self.module.data_layout = native.data_layout(target)
+        self.rt = Runtime(self.module, target)
         self.layout = Layout(prog.types, self.module.data_layout, self.module.context)
         self.functions: dict[tuple, ir.Function] = {}
         self.pending: list[tuple[str, dict, ir.Function]] = []

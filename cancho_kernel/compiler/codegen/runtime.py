@@ -10,6 +10,9 @@ import platform
 
 from llvmlite import ir
 
+from ..target import HOST, Target
+from .wasi import WASI_C, build_adapter
+
 I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
 VOID = ir.VoidType()
@@ -50,6 +53,9 @@ def trap_asm() -> str:
     raise NotImplementedError(f"traps are not measured on {machine}; refusing to guess the instruction")
 
 
+WASI_STDOUT_BUFFER = 4096  # glibc's buffer for a pipe (its st_blksize)
+
+
 class FunctionView(ir.FormattedConstant):
     """A declared function's symbol seen with another function type. Pointers are opaque, so a
     call states the type it passes (`call i32 @write(i64 1, ...)`) and needs no cast; llvmlite
@@ -61,19 +67,25 @@ class FunctionView(ir.FormattedConstant):
 
 
 class Runtime:
-    """Declares what a module needs from libc, lazily, once each."""
+    """Declares what a module needs from libc, lazily, once each. On `wasm32-wasip1`
+    (``target``), libc is reached through the adapters of ``wasi.py``, a trap is `llvm.trap`
+    and the entry is the symbol wasi-libc's start-up calls."""
 
-    def __init__(self, module: ir.Module):
+    def __init__(self, module: ir.Module, target: Target = HOST):
         self.module = module
+        self.target = target
         self.argc = ir.GlobalVariable(module, I64, name="lexs_argc")
         self.argc.linkage = "internal"
         self.argc.initializer = ir.Constant(I64, 0)
         self.argv = ir.GlobalVariable(module, PTR, name="lexs_argv")
         self.argv.linkage = "internal"
         self.argv.initializer = ir.Constant(PTR, None)
-        self._asm = ir.InlineAsm(ir.FunctionType(VOID, []), trap_asm(), "", side_effect=True)
+        self._asm = None if target.is_wasi else ir.InlineAsm(ir.FunctionType(VOID, []), trap_asm(), "",
+                                                             side_effect=True)
 
     def libc(self, name: str) -> ir.Function:
+        if self.target.is_wasi and name in WASI_C:
+            return self._wasi_adapter(name)
         existing = self.module.globals.get(name)
         if existing is not None:
             return existing
@@ -83,6 +95,8 @@ class Runtime:
         """Call the C symbol `name` with the type this call site needs, even when the module
         already declares it with another type (a user `extern fn write` next to the runtime's
         own use of `write`): the call then goes through a typed view of the same symbol."""
+        if self.target.is_wasi and name in WASI_C and fnty == LIBC.get(name):
+            return b.call(self._wasi_adapter(name), args)
         f = self.module.globals.get(name)
         if f is None:
             f = ir.Function(self.module, fnty, name=name)
@@ -92,7 +106,8 @@ class Runtime:
 
     def stream(self, name: str) -> ir.GlobalVariable:
         """The C `stdout`/`stderr` FILE* variables (glibc names; `__stdoutp` on Darwin)."""
-        sym = name if platform.system() != "Darwin" else f"__{name}p"  # stdin/stdout/stderr
+        darwin = platform.system() == "Darwin" and not self.target.is_wasi
+        sym = f"__{name}p" if darwin else name  # stdin/stdout/stderr
         g = self.module.globals.get(sym)
         if g is None:
             g = ir.GlobalVariable(self.module, PTR, name=sym)
@@ -111,8 +126,41 @@ class Runtime:
         raise NotImplementedError(f"intrinsic {name}")
 
     def trap(self, b: ir.IRBuilder) -> None:
-        b.call(self._asm, [])
+        if self._asm is None:
+            # WebAssembly: `llvm.trap` is the `unreachable` instruction, a trap the runtime
+            # reports (the aarch64 reason to avoid it, `brk` and SIGTRAP, does not arise).
+            b.call(self._llvm_trap(), [])
+        else:
+            b.call(self._asm, [])
         b.unreachable()
+
+    def _llvm_trap(self) -> ir.Function:
+        existing = self.module.globals.get("llvm.trap")
+        if existing is not None:
+            return existing
+        return ir.Function(self.module, ir.FunctionType(VOID, []), name="llvm.trap")
+
+    def _wasi_stdout_buffering(self, b: ir.IRBuilder) -> None:
+        """Buffer stdout as glibc does: a terminal line by line, anything else in 4 KiB blocks.
+        wasi-libc line-buffers stdout whatever it is, so a program that traps would otherwise
+        show lines a native build loses with its unflushed buffer."""
+        I32_ = ir.IntType(32)
+        isatty = ir.Function(self.module, ir.FunctionType(I32_, [I32_]), name="isatty")
+        setvbuf = ir.Function(self.module, ir.FunctionType(I32_, [PTR, PTR, I32_, I32_]), name="setvbuf")
+        buf = ir.GlobalVariable(self.module, ir.ArrayType(I8, WASI_STDOUT_BUFFER + 8), name="cancho.stdout.buffer")
+        buf.linkage = "internal"
+        buf.initializer = ir.Constant(buf.value_type, None)
+        tty = b.icmp_signed("!=", b.call(isatty, [ir.Constant(I32_, 1)]), ir.Constant(I32_, 0))
+        with b.if_then(b.not_(tty)):
+            stream = b.load(self.stream("stdout"), typ=PTR)
+            # musl keeps 8 bytes of the buffer for ungetc: 4104 bytes give 4096 of output.
+            b.call(setvbuf, [stream, buf, ir.Constant(I32_, 0), ir.Constant(I32_, WASI_STDOUT_BUFFER + 8)])
+
+    def _wasi_adapter(self, name: str) -> ir.Function:
+        existing = self.module.globals.get(f"cancho.wasi.{name}")
+        if existing is not None:
+            return existing
+        return build_adapter(self.module, name, LIBC[name])
 
     def malloc(self, b: ir.IRBuilder, n: ir.Value) -> ir.Value:
         return b.call(self.libc("malloc"), [n])
@@ -121,9 +169,14 @@ class Runtime:
         b.call(self.libc("free"), [p])
 
     def entry_wrapper(self, lexs_main: ir.Function) -> None:
-        """C `int main(int argc, char **argv)`: stash argc/argv, run, truncate to i32."""
-        f = ir.Function(self.module, ir.FunctionType(I32, [I32, PTR]), name="main")
+        """C `int main(int argc, char **argv)`: stash argc/argv, run, truncate to i32. On WASI the
+        symbol is `__main_argc_argv`, what a C compiler names such a `main` for wasm and what
+        wasi-libc's start-up (`crt1-command.o`) calls before `exit`, which flushes stdio."""
+        name = "__main_argc_argv" if self.target.is_wasi else "main"
+        f = ir.Function(self.module, ir.FunctionType(I32, [I32, PTR]), name=name)
         b = ir.IRBuilder(f.append_basic_block("entry"))
+        if self.target.is_wasi:
+            self._wasi_stdout_buffering(b)
         b.store(b.sext(f.args[0], I64), self.argc)
         b.store(f.args[1], self.argv)
         r = b.call(lexs_main, [])

@@ -1,0 +1,82 @@
+"""Run one WASI command module with wasmtime, as a child of `cancho run --target wasm32-wasip1`.
+
+``python -m cancho_kernel.compiler.backends.wasi_runner [--dir=HOST[::GUEST]]... MODULE ARGV0
+[ARG...]``: the module gets this process's stdin, stdout and stderr, the command line
+``ARGV0 ARG...``, no environment, and only the directories granted. The process exits with the
+module's status; a trap prints wasmtime's message on stderr and exits 134, the status the
+wasmtime command gives a trap.
+"""
+
+from __future__ import annotations
+
+import sys
+
+TRAP_STATUS = 134
+
+
+class Exited(Exception):
+    """The module called ``proc_exit``: its status, whatever the number."""
+
+    def __init__(self, status: int) -> None:
+        super().__init__(status)
+        self.status = status
+
+
+def _proc_exit(status: int) -> None:
+    raise Exited(status)
+
+
+def run(module_path: str, argv: list[str], dirs: list[str] = ()) -> int:
+    """The module's exit status (its ``proc_exit`` code, 0 when ``_start`` returns).
+
+    wasmtime's own ``proc_exit`` refuses a status of 126 or more (an error, not an exit), yet a
+    cancho program's status is any byte, as natively; so ``proc_exit`` is ours: it ends the
+    run with the status the program gave."""
+    import wasmtime
+
+    engine = wasmtime.Engine()
+    module = wasmtime.Module.from_file(engine, module_path)
+    store = wasmtime.Store(engine)
+    config = wasmtime.WasiConfig()
+    config.argv = argv
+    config.inherit_stdin()
+    config.inherit_stdout()
+    config.inherit_stderr()
+    for grant in dirs:  # HOST[::GUEST], the guest name defaulting to the host's
+        host, _, guest = grant.partition("::")
+        config.preopen_dir(host, guest or host)
+    store.set_wasi(config)
+    linker = wasmtime.Linker(engine)
+    linker.define_wasi()
+    linker.allow_shadowing = True
+    linker.define_func("wasi_snapshot_preview1", "proc_exit",
+                       wasmtime.FuncType([wasmtime.ValType.i32()], []), _proc_exit)
+    instance = linker.instantiate(store, module)
+    start = instance.exports(store)["_start"]
+    try:
+        start(store)
+    except Exited as exit_:
+        return exit_.status & 0xFF
+    except wasmtime.ExitTrap as exit_:
+        return exit_.code & 0xFF
+    except wasmtime.Trap as trap:
+        code = trap.trap_code
+        what = code.name.lower().replace("_", " ") if code is not None else "trap"
+        sys.stderr.write(f"cancho: the program trapped (wasm: {what})\n")
+        return TRAP_STATUS
+    return 0
+
+
+def main(args: list[str]) -> int:
+    dirs: list[str] = []
+    while args and args[0].startswith("--dir="):  # the grants come first; the program's after
+        dirs.append(args[0][len("--dir="):])
+        args = args[1:]
+    if len(args) < 2:
+        sys.stderr.write("usage: wasi_runner [--dir=HOST[::GUEST]]... MODULE ARGV0 [ARG...]\n")
+        return 2
+    return run(args[0], args[1:], dirs)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
