@@ -286,3 +286,138 @@ def split_ir(ir: str) -> Split:
     library = "\n".join([*header, *type_defs(lib_body), "", *lib_body, ""])
     cell = "\n".join([*header, *type_defs(cell_body), "", *cell_body, ""])
     return Split(library, cell, frozenset(cell_uses), frozenset(lib_uses))
+
+
+# -- the cell part cut per function ----------------------------------------------------------------
+
+C_MAIN = "main"
+LEXS_MAIN = "lexs_main"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One piece of a cell part, compiled and loaded on its own: its IR ``text`` (its cache key:
+    the same function with the same declarations is the same text whatever the rest of the
+    cell), the symbols it defines for later pieces (``exports``) and the earlier pieces' or the
+    library's symbols it uses (``imports``)."""
+
+    text: str
+    exports: tuple[str, ...]
+    imports: tuple[str, ...]
+
+
+def _components(names: list[str], edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of the call graph, callees before callers (Tarjan's order),
+    iteratively (a long chain of calls must not exhaust Python's stack)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for root in names:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, it = work[-1]
+            advanced = False
+            for nxt in it:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(edges[nxt]))))
+                    advanced = True
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    n = stack.pop()
+                    on_stack.discard(n)
+                    comp.append(n)
+                    if n == node:
+                        break
+                out.append(sorted(comp))
+    return out
+
+
+def cell_parts(cell_ir: str) -> list[Part]:
+    """Cut a cell part (``Split.cell``) into pieces in load order: its data (globals that are
+    not copyable constants) first, then one piece per function — functions calling each other
+    share one, and the C ``main`` shares ``lexs_main``'s — callees before callers. Every
+    definition is exported (later pieces import it); copyable constants are copied into each
+    piece using them; declarations stay declarations. Raises :class:`SplitError` on a shape it
+    does not know.
+
+    Why: an edited function is then the only piece optimised and compiled again (the others'
+    objects are kept by their text), at the price of no inlining between the cell's functions —
+    the same price the library part already pays; ``%%bench`` keeps the whole program."""
+    header, entities = parse_entities(cell_ir)
+    by_name = {e.name: e for e in entities if e.kind is not Kind.TYPE}
+    types = {e.name: e for e in entities if e.kind is Kind.TYPE}
+    defs = [e.name for e in entities if e.kind is Kind.DEFINE]
+    data = [e.name for e in entities if e.kind is Kind.GLOBAL and not e.copyable]
+    if C_MAIN not in defs:
+        raise SplitError("the cell part has no C main")
+    edges = {d: {r for r in by_name[d].refs if r in by_name and by_name[r].kind is Kind.DEFINE} for d in defs}
+    if LEXS_MAIN in edges:
+        edges[LEXS_MAIN].add(C_MAIN)  # the entry and its wrapper: one piece
+    groups = ([data] if data else []) + _components(defs, edges)
+    placed: set[str] = set()
+    parts: list[Part] = []
+    for group in groups:
+        own = set(group)
+        chosen = [by_name[n] for n in group]
+        imports: set[str] = set()
+        copied: list[Entity] = []
+        declared: list[str] = []
+        seen = set(own)
+        todo = sorted({r for e in chosen for r in e.refs})
+        while todo:
+            r = todo.pop()
+            if r in seen or r not in by_name:
+                continue
+            seen.add(r)
+            e = by_name[r]
+            if e.kind is Kind.DECLARE:
+                declared.append(e.text)
+            elif e.copyable:
+                copied.append(e)
+                todo.extend(e.refs)
+            elif r in placed:
+                imports.add(r)
+                declared.append(_declaration(e))
+            else:
+                raise SplitError(f"{r} is used before its piece")
+        texts = sorted(declared) + [e.text for e in sorted(copied, key=lambda e: e.name)]
+        texts += [_exported(e) for e in chosen]
+        type_texts = _type_closure(texts, types, entities)
+        parts.append(Part("\n".join([*header, *type_texts, "", *texts, ""]), tuple(group), tuple(sorted(imports))))
+        placed |= own
+    return parts
+
+
+def _type_closure(texts: list[str], types: dict[str, Entity], entities: list[Entity]) -> list[str]:
+    """The type definitions these texts use, with those their bodies use, in module order."""
+    wanted: set[str] = set()
+    todo = [t for text in texts for t in _TYPE_REF.findall(text)]
+    while todo:
+        t = todo.pop()
+        if t in wanted or t not in types:
+            continue
+        wanted.add(t)
+        todo.extend(types[t].types)
+    return [e.text for e in entities if e.kind is Kind.TYPE and e.name in wanted]
