@@ -92,8 +92,10 @@ def test_pieces_are_valid_modules_in_load_order() -> None:
         placed |= set(p.exports)
     groups = [set(p.exports) for p in pieces]
     assert {"lexs_even", "lexs_odd"} in groups  # mutual recursion: one piece
-    assert {"lexs_main", "main"} in groups  # the C entry with the program's main
     assert {"lexs_bump"} in groups and {"lexs_apply"} in groups
+    # The C entry with the program's main, and the globals only they use (argc, argv).
+    assert {"lexs_main", "main", "lexs_argc", "lexs_argv"} in groups
+    assert len(pieces) == 4
 
 
 def test_an_edit_changes_only_the_edited_functions_piece() -> None:

@@ -27,14 +27,20 @@ length and a UTF-8 JSON object; descriptors travel with ``socket.send_fds`` on t
                        {"ev": "pong", "pid", "child": "c"|"python",  (how runs start)
                         "cache": {"programs", "bytes", "hits", "misses", "evictions"},
                         "library": {same fields, the split runs' std engines},
-                        "split": {"runs", "fallbacks"}}
+                        "split": {"runs", "fallbacks", "pieced", "piece_hits",
+                                  "piece_misses"}}
 
 Split runs (a notebook's cells; ``%%bench`` and the CLI never ask for them): the program's IR is
 cut into its std library part and the cell's own part (``split.py``), each optimised on its own;
 the library, optimised and loaded in an engine of its own, is kept in a second
 :class:`ProgramCache` keyed by its text, so an edited cell optimises and compiles only its own
-part, whose uses of std resolve to the kept engine's addresses (``mcjit.LibraryEngine``). Calls from the cell into std are not inlined, which is why ``%%bench`` keeps the whole
-program. Whatever goes wrong while splitting, the run falls back to the whole program.
+part, whose uses of std resolve to the kept engine's addresses (``mcjit.LibraryEngine``). The
+cell's part is cut once more, per function (``split.cell_parts``): each piece's object code is
+kept by its text in :class:`ObjectCache`, and the pieces are loaded callees first, each in an
+engine of its own (``mcjit.load_pieces``), so an edited function is the only piece optimised
+again. Calls from the cell into std, and between the cell's functions, are not inlined, which is
+why ``%%bench`` keeps the whole program. Whatever goes wrong while splitting, the run falls back
+to the whole program (a cell part the per-function cut does not know is compiled whole).
 
 The client kills a running child itself (SIGKILL to its process group, whose id is the pid it
 was told), so the worker never needs to listen while it waits. If the client goes away (end of
@@ -288,6 +294,7 @@ class Worker:
         self.cache = ProgramCache(bounds)
         self.library = ProgramCache(bounds)  # split runs' std parts (mcjit.LibraryEngine)
         self.pieces = ObjectCache(bounds)  # split runs' cell pieces, as object code
+        self.refs_memo: dict = {}  # what each IR entity's text uses (split.parse_entities)
         self.split = SplitStats()
 
     def serve(self) -> None:
@@ -355,7 +362,7 @@ class Worker:
         from .split import SplitError, split_ir
 
         start = time.perf_counter()
-        parts = split_ir(ir)
+        parts = split_ir(ir, self.refs_memo)
         lib_key = self.library.key(parts.library, libs, libdirs, "library")
         if parts.cell_exports:
             raise SplitError("the library part uses the cell's symbols")
@@ -383,7 +390,7 @@ class Worker:
         from . import mcjit
         from .split import cell_parts
 
-        pieces = cell_parts(cell)
+        pieces = cell_parts(cell, self.refs_memo)
         objects = []
         hits = 0
         for piece in pieces:
