@@ -86,6 +86,7 @@ def test_a_split_run_behaves_as_the_whole_program(paths, worker):
     assert after.fallbacks == before.fallbacks, "the split failed and fell back"
     if uses_std(ir):
         assert after.runs == before.runs + 1, "a std-using program was not compiled split"
+        assert after.pieced == before.pieced + 1, "its cell part was not cut per function"
 
 
 @pytest.mark.parametrize("path", STD_TEST_FILES, ids=lambda p: p.stem)

@@ -234,15 +234,17 @@ def _compile_cached(parse: Callable[[list[Diagnostic]], list], hint: str | None,
         if isinstance(hit, CompileResult):
             return CompileResult([], hit.ir, hit.program, {"check": time.perf_counter() - t0, "lower": 0.0},
                                  reused=True)
-    result = _compile(lambda: check_parsed(parsed, diags, hint, cache), sources, t0)
+    result = _compile(lambda: check_parsed(parsed, diags, hint, cache), sources, t0, cache=cache)
     if key is not None and result.ok:
         cache.put_program(key, result)
     return result
 
 
 def _compile(check: Callable[[], tuple[list[Diagnostic], object]], sources: list[SourceFile],
-             t0: float | None = None, target: Target = HOST) -> CompileResult:
-    """Run ``check``; when it accepts, lower the checked program."""
+             t0: float | None = None, target: Target = HOST,
+             cache: ModuleCache | None = None) -> CompileResult:
+    """Run ``check``; when it accepts, lower the checked program for ``target`` (with
+    ``cache``: functions lowered before are put back, ``codegen/fncache.py``)."""
     import time
 
     t0 = time.perf_counter() if t0 is None else t0
@@ -256,7 +258,7 @@ def _compile(check: Callable[[], tuple[list[Diagnostic], object]], sources: list
     from .codegen.lower import lower_program
 
     try:
-        ir, diags = lower_program(program, target)
+        ir, diags = lower_program(program, target, cache)
     except Exception as e:
         ir, diags = None, [internal_error(e, sources)]
     t2 = time.perf_counter()

@@ -131,6 +131,7 @@ class ModuleCache:
     max_parsed: int = 64
     max_modules: int = 64
     max_programs: int = 32
+    max_lowered: int = 4096  # lowered function instances (codegen/fncache.py)
     version: Optional[str] = None
     stats: CacheStats = field(default_factory=CacheStats)
 
@@ -139,6 +140,10 @@ class ModuleCache:
         self._parsed: _Lru[ParseKey, ast.File] = _Lru(self.max_parsed)
         self._modules: _Lru[ModuleKey, CheckedModule] = _Lru(self.max_modules)
         self._programs: _Lru[ProgramKey, object] = _Lru(self.max_programs)
+        from .codegen.fncache import LoweredCache
+
+        # Lowered function instances by key: editing one function lowers only it again.
+        self.lowered = LoweredCache(self.max_lowered)
 
     def compiler_version(self) -> str:
         if self.version is None:

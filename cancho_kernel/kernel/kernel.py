@@ -20,32 +20,41 @@ signal; directories a SIGKILLed kernel left are removed when the next kernel sta
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import fnmatch
 import logging
 import os
 import signal
 import sys
+import threading
 import time
 import traceback
 from pathlib import Path
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ipykernel.kernelbase import Kernel
 from ipykernel._version import kernel_protocol_version
 from traitlets import Bool
 
 from .. import __version__
-from ..cli import safe_from_env
-from ..compiler.backends import confine
-from ..compiler.backends.process import SAFE_CAPS, remove_stale_dirs
-from . import completion, directives
-from . import presentation as P
-from .directives import Settings
-from .runner import Runner
-from .session import Session
+
+if TYPE_CHECKING:
+    from . import presentation as P
+    from .directives import Settings
+    from .runner import Runner
+    from .session import Session
+
+# What a kernel imports at start is ipykernel's (~0.5 s, IPython with it); the compiler, the
+# session, the runner, the directives and completion (~0.15 s more, llvmlite among them) are
+# imported by the warm-up once the kernel is ready, or by the first request needing them.
 
 # The comm targets ipywidgets registers (its widget and its control protocol).
 WIDGET_TARGETS = ("jupyter.widget", "jupyter.widget.control")
+WARM_UP_AFTER = 2.0  # seconds after start: the warm-up's latest start when no kernel_info came
+WARM_UP_DELAY = 0.25  # seconds after the first kernel_info reply: the warm-up's start
 
 LANGUAGE_INFO = {
     "name": "cancho",
@@ -106,6 +115,16 @@ class CellContext:
         self._send("clear_output", {"wait": False})
 
 
+@dataclass
+class CellMachinery:
+    """What cells need, built once on first use (see the import note above): the session, the
+    settings fixed at start (safe mode, the notebook's directory) and the runner."""
+
+    session: "Session"
+    settings: "Settings"
+    runner: "Runner"
+
+
 class CanchoKernel(Kernel):
     implementation = "cancho_kernel"
     implementation_version = __version__
@@ -122,19 +141,88 @@ class CanchoKernel(Kernel):
 
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
-        safe = bool(self.safe_mode) or safe_from_env()
-        remove_stale_dirs()  # what a kernel killed by SIGKILL left behind
-        self.cancho_session = Session(safe=safe)
-        self.settings = Settings(safe=safe, root=Path.cwd().resolve())
-        plan = confine.plan_for(self.settings.root) if safe else None
-        if plan is not None and plan.warning:
-            (self.log or logging.getLogger(__name__)).warning("%s", plan.warning.strip())
-        self.runner = Runner(caps=dataclasses.replace(SAFE_CAPS, confine=plan.confine) if plan else None,
-                             notice=plan.warning if plan else None)
-        self.runner.warm_up(self.cancho_session.module_cache)
+        self._root = Path.cwd().resolve()
+        self._machinery: CellMachinery | None = None
+        self._machinery_lock = threading.Lock()
+        self._warm_started = False
+        # The JIT worker is a process of its own: started now, its start (~0.3 s of LLVM set-up)
+        # overlaps the kernel's, and it is ready when the first cell runs.
+        from ..compiler.backends.jit import JitWorker
+
+        self._jit_worker = JitWorker()
+        threading.Thread(target=self._start_worker, name="cancho-jit-start", daemon=True).start()
+        # The warm-up (JIT worker, compiler, common std modules) starts once the kernel has
+        # answered its first kernel_info request — the frontend's "ready" — so that it does not
+        # compete for the GIL and the CPU with the start itself; WARM_UP_AFTER seconds at the
+        # latest, or at the first request that needs it.
+        self._warm_timer = threading.Timer(WARM_UP_AFTER, self._warm_up)
+        self._warm_timer.daemon = True
+        self._warm_timer.start()
         self._history: list[tuple[int, int, str, str | None]] = []
         self._setup_comms()
         self._install_exit_cleanup()
+
+    def _start_worker(self) -> None:
+        try:
+            self._jit_worker.start()
+        except Exception:  # reported by the first run that needs it
+            pass
+
+    def machinery(self) -> CellMachinery:
+        """The session, settings and runner, built on first use (by the warm-up thread or the
+        first request that needs them, whichever comes first; the other waits)."""
+        with self._machinery_lock:
+            if self._machinery is None:
+                from ..cli import safe_from_env
+                from ..compiler.backends import confine
+                from ..compiler.backends.process import SAFE_CAPS, remove_stale_dirs
+                from .directives import Settings
+                from .runner import Runner
+                from .session import Session
+
+                safe = bool(self.safe_mode) or safe_from_env()
+                remove_stale_dirs()  # what a kernel killed by SIGKILL left behind
+                settings = Settings(safe=safe, root=self._root)
+                plan = confine.plan_for(settings.root) if safe else None
+                if plan is not None and plan.warning:
+                    (self.log or logging.getLogger(__name__)).warning("%s", plan.warning.strip())
+                runner = Runner(caps=dataclasses.replace(SAFE_CAPS, confine=plan.confine) if plan else None,
+                                notice=plan.warning if plan else None, worker=self._jit_worker)
+                self._machinery = CellMachinery(Session(safe=safe), settings, runner)
+            return self._machinery
+
+    @property
+    def cancho_session(self) -> "Session":
+        return self.machinery().session
+
+    @property
+    def settings(self) -> "Settings":
+        return self.machinery().settings
+
+    @property
+    def runner(self) -> "Runner":
+        return self.machinery().runner
+
+    def _warm_up(self) -> None:
+        """Build the machinery and start the runner's warm-up, in the background (once; later
+        calls do nothing)."""
+        self._warm_timer.cancel()
+        with self._machinery_lock:
+            if self._warm_started:
+                return
+            self._warm_started = True
+
+        def warm() -> None:
+            m = self.machinery()
+            m.runner.warm_up(m.session.module_cache)
+
+        threading.Thread(target=warm, name="cancho-warm-up", daemon=True).start()
+
+    async def kernel_info_request(self, stream, ident, parent):
+        await super().kernel_info_request(stream, ident, parent)
+        # A moment later, so that this request's `idle` is published before the warm-up's
+        # imports compete for the GIL (a client reading status messages in order expects it).
+        asyncio.get_running_loop().call_later(WARM_UP_DELAY, self._warm_up)
 
     @property
     def kernel_info(self):
@@ -189,6 +277,10 @@ class CanchoKernel(Kernel):
 
     async def do_execute(self, code, silent, store_history=True, user_expressions=None,
                          allow_stdin=False, *, cell_meta=None, cell_id=None):
+        from . import directives
+        from . import presentation as P
+
+        self._warm_up()  # a frontend that never asked for kernel_info
         ctx = CellContext(self, silent)
         t0 = time.perf_counter()
         if not silent and (notice := self.runner.take_notice()):
@@ -215,12 +307,18 @@ class CanchoKernel(Kernel):
     # -- completion, inspection, is_complete -----------------------------------------------------
 
     async def do_complete(self, code, cursor_pos):
+        from . import completion
+
         return completion.complete(code, len(code) if cursor_pos is None else cursor_pos, self.cancho_session)
 
     async def do_inspect(self, code, cursor_pos, detail_level=0, omit_sections=()):
+        from . import completion
+
         return completion.inspect(code, len(code) if cursor_pos is None else cursor_pos, self.cancho_session)
 
     async def do_is_complete(self, code):
+        from . import completion
+
         return completion.is_complete(code)
 
     # -- history ---------------------------------------------------------------------------------
@@ -256,8 +354,12 @@ class CanchoKernel(Kernel):
     # -- shutdown --------------------------------------------------------------------------------
 
     async def do_shutdown(self, restart):
-        self.runner.close()
-        self.cancho_session.programs.close()
+        m = self._machinery
+        if m is not None:
+            m.runner.close()
+            m.session.programs.close()
+        else:
+            self._jit_worker.close()
         return {"status": "ok", "restart": restart}
 
     def _install_exit_cleanup(self) -> None:
@@ -267,9 +369,13 @@ class CanchoKernel(Kernel):
             for s in (signal.SIGTERM, signal.SIGHUP):
                 signal.signal(s, signal.SIG_IGN)
             try:
-                self.runner.worker.abandon()
-                self.cancho_session.programs.close()
-                remove_stale_dirs(owner=os.getpid())  # a run's directory still in use
+                self._jit_worker.abandon()
+                m = self._machinery
+                if m is not None:
+                    from ..compiler.backends.process import remove_stale_dirs
+
+                    m.session.programs.close()
+                    remove_stale_dirs(owner=os.getpid())  # a run's directory still in use
             finally:
                 signal.signal(signum, signal.SIG_DFL)
                 os.kill(os.getpid(), signum)

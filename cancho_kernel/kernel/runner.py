@@ -46,11 +46,11 @@ class Runner:
     about how runs are made (safe mode without Landlock), until :meth:`take_notice`."""
 
     def __init__(self, caps: LimitCaps | None = None, cache: BuildCache | None = None,
-                 notice: str | None = None) -> None:
+                 notice: str | None = None, worker: JitWorker | None = None) -> None:
         self.caps = caps
         self._notice = notice
         self.cache = cache if cache is not None else BuildCache.from_env()
-        self.worker = JitWorker()
+        self.worker = worker if worker is not None else JitWorker()  # the kernel's, started early
         self._warm_thread: threading.Thread | None = None
         self.worker_start_seconds: float | None = None
 
@@ -60,6 +60,9 @@ class Runner:
         into it) and initialise LLVM here for the `exe` backend, so the first cell does not wait
         for any of it. (native is imported here, not at module
         level, so that importing the kernel does not load libLLVM by itself.)"""
+        if self._warm_thread is not None:
+            return
+
         def start() -> None:
             try:
                 self.worker_start_seconds = self.worker.start()

@@ -23,6 +23,7 @@ Model (kernel.md §2.1):
 from __future__ import annotations
 
 import threading
+import time
 from dataclasses import dataclass, field
 
 from ..compiler import api, ast
@@ -49,9 +50,13 @@ def warm_compiler(cache: ModuleCache | None = None) -> None:
     s = Session()
     s.process(SourceFile("<warm-up>", PLACEHOLDER_MAIN), compile=True)
     if cache is not None:
-        imports = "".join(f"import std.{m};\n" for m in WARM_STD)
-        with _COMPILER_LOCK:
-            api.check_sources([SourceFile("<warm-up std>", imports + PLACEHOLDER_MAIN)], cache=cache)
+        # One module (with what it imports) at a time, the lock released in between: a cell
+        # arriving meanwhile waits for one module's check at most, not for all of them.
+        for m in WARM_STD:
+            with _COMPILER_LOCK:
+                api.check_sources([SourceFile("<warm-up std>", f"import std.{m};\n" + PLACEHOLDER_MAIN)],
+                                  cache=cache)
+            time.sleep(0)  # let a waiting cell take the lock
 
 
 KIND_WORD = {ast.FnDecl: "fn", ast.ExternFn: "extern fn", ast.StructDecl: "struct",

@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
-from . import native
 from .exe import LinkError
 from .jit_worker import CacheBounds, CacheStats, SplitStats, recv_msg, send_msg
 from .process import (
@@ -318,6 +317,8 @@ class JitWorker:
         if control.error is not None:
             kind, message = control.error.get("kind"), control.error.get("message", "")
             if kind == "invalid-ir":
+                from . import native  # here: a kernel importing this module need not load LLVM
+
                 raise native.InvalidIR(message)
             if kind == "link":
                 raise LinkError(message)

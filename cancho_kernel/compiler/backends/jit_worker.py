@@ -27,14 +27,20 @@ length and a UTF-8 JSON object; descriptors travel with ``socket.send_fds`` on t
                        {"ev": "pong", "pid", "child": "c"|"python",  (how runs start)
                         "cache": {"programs", "bytes", "hits", "misses", "evictions"},
                         "library": {same fields, the split runs' std engines},
-                        "split": {"runs", "fallbacks"}}
+                        "split": {"runs", "fallbacks", "pieced", "piece_hits",
+                                  "piece_misses"}}
 
 Split runs (a notebook's cells; ``%%bench`` and the CLI never ask for them): the program's IR is
 cut into its std library part and the cell's own part (``split.py``), each optimised on its own;
 the library, optimised and loaded in an engine of its own, is kept in a second
 :class:`ProgramCache` keyed by its text, so an edited cell optimises and compiles only its own
-part, whose uses of std resolve to the kept engine's addresses (``mcjit.LibraryEngine``). Calls from the cell into std are not inlined, which is why ``%%bench`` keeps the whole
-program. Whatever goes wrong while splitting, the run falls back to the whole program.
+part, whose uses of std resolve to the kept engine's addresses (``mcjit.LibraryEngine``). The
+cell's part is cut once more, per function (``split.cell_parts``): each piece's object code is
+kept by its text in :class:`ObjectCache`, and the pieces are loaded callees first, each in an
+engine of its own (``mcjit.load_pieces``), so an edited function is the only piece optimised
+again. Calls from the cell into std, and between the cell's functions, are not inlined, which is
+why ``%%bench`` keeps the whole program. Whatever goes wrong while splitting, the run falls back
+to the whole program (a cell part the per-function cut does not know is compiled whole).
 
 The client kills a running child itself (SIGKILL to its process group, whose id is the pid it
 was told), so the worker never needs to listen while it waits. If the client goes away (end of
@@ -241,10 +247,41 @@ def content_key(ir: str, libs: Sequence[str], libdirs: Sequence[str], identity: 
 @dataclass
 class SplitStats:
     """Programs compiled split since the worker started, and how many split attempts failed
-    and fell back to the whole program (a program without std is neither)."""
+    and fell back to the whole program (a program without std is neither); of the split ones,
+    how many had their cell part cut per function (``split.cell_parts``), and how many of those
+    pieces' objects were kept from an earlier run (``piece_hits``) or compiled (``piece_misses``)."""
 
     runs: int = 0
     fallbacks: int = 0
+    pieced: int = 0
+    piece_hits: int = 0
+    piece_misses: int = 0
+
+
+class ObjectCache:
+    """Optimised object code of cell pieces by content key, least recently used dropped first
+    (at most ``programs`` x 16 objects and ``max_bytes`` of them: the worker's bounds)."""
+
+    def __init__(self, bounds: CacheBounds) -> None:
+        self.limit = bounds.programs * 16
+        self.max_bytes = bounds.max_bytes
+        self._entries: OrderedDict[str, bytes] = OrderedDict()
+        self._bytes = 0
+
+    def get(self, key: str) -> bytes | None:
+        got = self._entries.get(key)
+        if got is not None:
+            self._entries.move_to_end(key)
+        return got
+
+    def put(self, key: str, obj: bytes) -> None:
+        if key in self._entries or len(obj) > self.max_bytes or self.limit == 0:
+            return
+        self._entries[key] = obj
+        self._bytes += len(obj)
+        while len(self._entries) > self.limit or self._bytes > self.max_bytes:
+            _, old = self._entries.popitem(last=False)
+            self._bytes -= len(old)
 
 
 class Worker:
@@ -256,6 +293,8 @@ class Worker:
         self.python_child = python_child  # fork in Python even when the C child is available
         self.cache = ProgramCache(bounds)
         self.library = ProgramCache(bounds)  # split runs' std parts (mcjit.LibraryEngine)
+        self.pieces = ObjectCache(bounds)  # split runs' cell pieces, as object code
+        self.refs_memo: dict = {}  # what each IR entity's text uses (split.parse_entities)
         self.split = SplitStats()
 
     def serve(self) -> None:
@@ -323,7 +362,7 @@ class Worker:
         from .split import SplitError, split_ir
 
         start = time.perf_counter()
-        parts = split_ir(ir)
+        parts = split_ir(ir, self.refs_memo)
         lib_key = self.library.key(parts.library, libs, libdirs, "library")
         if parts.cell_exports:
             raise SplitError("the library part uses the cell's symbols")
@@ -334,12 +373,39 @@ class Worker:
         if not self.library.holds(lib_key):
             lib.evicted = True  # not kept (a bound): freed with the program, or now on failure
         try:
-            compiled = mcjit.compile_against(parts.cell, lib, libs, libdirs)
+            try:
+                compiled = self._compile_pieces(parts.cell, lib, libs, libdirs)
+            except SplitError:  # a shape the per-function cut does not know: the cell part whole
+                compiled = mcjit.compile_against(parts.cell, lib, libs, libdirs)
         except Exception:
             if lib.evicted:
                 lib.free()
             raise
         compiled.seconds = time.perf_counter() - start
+        return compiled
+
+    def _compile_pieces(self, cell: str, lib: Any, libs: Sequence[str], libdirs: Sequence[str]) -> Compiled:
+        """The cell part cut per function (``split.cell_parts``), each piece's object from
+        :attr:`pieces` when its text was compiled before, then all loaded against ``lib``."""
+        from . import mcjit
+        from .split import cell_parts
+
+        pieces = cell_parts(cell, self.refs_memo)
+        objects = []
+        hits = 0
+        for piece in pieces:
+            key = self.library.key(piece.text, libs, libdirs, "piece")
+            obj = self.pieces.get(key)
+            if obj is None:
+                obj = mcjit.compile_piece(piece.text, [*piece.imports, *lib.addresses], libs, libdirs)
+                self.pieces.put(key, obj)
+            else:
+                hits += 1
+            objects.append((obj, piece.imports, piece.exports))
+        compiled = mcjit.load_pieces(objects, lib)
+        self.split.pieced += 1
+        self.split.piece_hits += hits
+        self.split.piece_misses += len(pieces) - hits
         return compiled
 
     def run(self, msg: dict[str, Any], fds: list[int]) -> bool:

@@ -38,7 +38,7 @@ import resource
 import signal
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import NoReturn
@@ -79,11 +79,15 @@ class Compiled:
     seconds: float
     size_bytes: int = 0
     library: "LibraryEngine | None" = None  # a split run's library, in use while this lives
+    pieces: list = field(default_factory=list)  # a split run's other cell pieces' engines
 
     def free(self) -> None:
         """Free the engine and its machine code now (not when the garbage collector gets to
         it); ``main_address`` is dangling afterwards."""
         self.engine.close()
+        for engine in self.pieces:
+            engine.close()
+        self.pieces = []
         if self.library is not None:
             self.library.release()
             self.library = None
@@ -311,6 +315,65 @@ def compile_against(cell_ir: str, library: LibraryEngine, libs: Sequence[str] = 
     compiled.library = library
     library.users += 1
     compiled.seconds = time.perf_counter() - start
+    return compiled
+
+
+def compile_piece(ir_text: str, imports: Sequence[str], libs: Sequence[str] = (),
+                  libdirs: Sequence[str] = ()) -> bytes:
+    """A split run's cell piece (``split.cell_parts``) optimised (O2) and emitted as an object;
+    its ``imports`` (earlier pieces' and the library's symbols) resolve when it is loaded
+    (:func:`load_pieces`), anything else must resolve in this process.
+    Raises :class:`native.InvalidIR` or :class:`LinkError`."""
+    tm = native.target_machine(jit=True)
+    mod = native.parse(ir_text)
+    native.optimize(mod, tm)
+    load_libraries(libs, libdirs)
+    allowed = set(imports)
+    missing = [m for m in _undefined_symbols(mod) if m not in allowed]
+    if missing:
+        raise LinkError("undefined reference to " + ", ".join(f"`{m}`" for m in missing))
+    return tm.emit_object(mod)
+
+
+def load_pieces(objects: Sequence[tuple[bytes, Sequence[str], Sequence[str]]],
+                library: LibraryEngine) -> Compiled:
+    """A split run's cell pieces loaded in order, each ``(object, imports, exports)`` in an
+    engine of its own (``LibraryEngine`` says why), its imports resolved to the library's and
+    the earlier pieces' addresses; the C ``main`` is in the last. The program keeps ``library``
+    alive until freed. Raises :class:`native.InvalidIR` when a symbol is missing."""
+    start = time.perf_counter()
+    before = _heap_in_use()
+    addresses = dict(library.addresses)
+    for name, address in library.addresses.items():
+        llvm.add_symbol(name, address)
+    engines: list[llvm.ExecutionEngine] = []
+    size = 0
+    try:
+        for obj, imports, exports in objects:
+            for name in imports:
+                llvm.add_symbol(name, addresses[name])  # the process-wide table MCJIT resolves against
+            engine = llvm.create_mcjit_compiler(llvm.parse_assembly(""), native.target_machine(jit=True))
+            engines.append(engine)
+            engine.add_object_file(llvm.ObjectFileRef.from_data(obj))
+            engine.finalize_object()
+            for name in exports:
+                address = engine.get_function_address(name) or engine.get_global_value_address(name)
+                if not address:
+                    raise native.InvalidIR(f"a cell piece lacks its symbol {name}")
+                addresses[name] = address
+            size += len(obj)
+        main = addresses.get("main", 0)
+        if not main or not engines:
+            raise native.InvalidIR("the cell pieces define no C `main`")
+    except BaseException:
+        for engine in engines:
+            engine.close()
+        raise
+    after = _heap_in_use()
+    held = max(0, after - before) if after is not None and before is not None else 0
+    compiled = Compiled(engines[-1], main, time.perf_counter() - start, size + held,
+                        library=library, pieces=engines[:-1])
+    library.users += 1
     return compiled
 
 

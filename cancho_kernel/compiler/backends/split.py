@@ -18,6 +18,10 @@ they go to the library side like every ``lexs_std.`` definition; the library's t
 key) then includes the user type's layout, so changing that type recompiles the library, and
 keeping that type reuses it.
 
+The cell part is then cut per function (:func:`cell_parts`): its data first, then one piece per
+strongly connected set of functions, callees first, so that the worker keeps each piece's object
+code by its text and an edited function is the only piece compiled again.
+
 Anything this module does not recognise raises :class:`SplitError`; the caller then runs the
 whole program as one module, so a split never makes a run fail.
 """
@@ -91,8 +95,13 @@ def _refs(text: str) -> set[str]:
     return {m.group(1) if m.group(1) is not None else m.group(2) for m in _SYMBOL.finditer(text)}
 
 
-def parse_entities(ir: str) -> tuple[list[str], list[Entity]]:
-    """The header lines and the top-level entities of IR text, in order."""
+RefsMemo = dict  # entity text -> (symbols it uses, types it names): the worker's, across runs
+MEMO_LIMIT = 8192  # entries; the memo is emptied past it
+
+
+def parse_entities(ir: str, memo: RefsMemo | None = None) -> tuple[list[str], list[Entity]]:
+    """The header lines and the top-level entities of IR text, in order. ``memo`` keeps what
+    each entity's text uses, so the same std functions are not scanned again next run."""
     header: list[str] = []
     entities: list[Entity] = []
     lines = ir.split("\n")
@@ -141,8 +150,15 @@ def parse_entities(ir: str) -> tuple[list[str], list[Entity]]:
         i += 1
     for e in entities:
         body = e.text.split("=", 1)[1] if e.kind is Kind.TYPE else e.text
-        e.types = set(_TYPE_REF.findall(body))
-        e.refs = _refs(e.text) - {e.name} if e.kind is not Kind.TYPE else set()
+        known = memo.get(e.text) if memo is not None else None
+        if known is None:
+            known = (frozenset(_refs(e.text) - {e.name} if e.kind is not Kind.TYPE else ()),
+                     frozenset(_TYPE_REF.findall(body)))
+            if memo is not None:
+                if len(memo) >= MEMO_LIMIT:
+                    memo.clear()
+                memo[e.text] = known
+        e.refs, e.types = set(known[0]), set(known[1])
     names = [e.name for e in entities if e.kind is not Kind.TYPE]
     if len(names) != len(set(names)):
         raise SplitError("a symbol is defined twice")
@@ -218,10 +234,10 @@ def _canonical(lib_body: list[str], private: set[str], names: set[str]) -> list[
                                  else 1 if t.startswith("@") else 2, t))
 
 
-def split_ir(ir: str) -> Split:
+def split_ir(ir: str, memo: RefsMemo | None = None) -> Split:
     """Cut ``ir`` into a library and a cell part (see the module docstring). Raises
     :class:`SplitError` when there is no library part, no cell part or an unknown shape."""
-    header, entities = parse_entities(ir)
+    header, entities = parse_entities(ir, memo)
     by_name = {e.name: e for e in entities if e.kind is not Kind.TYPE}
     types = {e.name: e for e in entities if e.kind is Kind.TYPE}
     side = {e.name: s for e in entities if (s := _side_of(e)) is not None}
@@ -286,3 +302,149 @@ def split_ir(ir: str) -> Split:
     library = "\n".join([*header, *type_defs(lib_body), "", *lib_body, ""])
     cell = "\n".join([*header, *type_defs(cell_body), "", *cell_body, ""])
     return Split(library, cell, frozenset(cell_uses), frozenset(lib_uses))
+
+
+# -- the cell part cut per function ----------------------------------------------------------------
+
+C_MAIN = "main"
+LEXS_MAIN = "lexs_main"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One piece of a cell part, compiled and loaded on its own: its IR ``text`` (its cache key:
+    the same function with the same declarations is the same text whatever the rest of the
+    cell), the symbols it defines for later pieces (``exports``) and the earlier pieces' or the
+    library's symbols it uses (``imports``)."""
+
+    text: str
+    exports: tuple[str, ...]
+    imports: tuple[str, ...]
+
+
+def _components(names: list[str], edges: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of the call graph, callees before callers (Tarjan's order),
+    iteratively (a long chain of calls must not exhaust Python's stack)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    on_stack: set[str] = set()
+    stack: list[str] = []
+    out: list[list[str]] = []
+    counter = 0
+    for root in names:
+        if root in index:
+            continue
+        work = [(root, iter(sorted(edges[root])))]
+        index[root] = low[root] = counter
+        counter += 1
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, it = work[-1]
+            advanced = False
+            for nxt in it:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = counter
+                    counter += 1
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(edges[nxt]))))
+                    advanced = True
+                    break
+                if nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+            if advanced:
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                comp = []
+                while True:
+                    n = stack.pop()
+                    on_stack.discard(n)
+                    comp.append(n)
+                    if n == node:
+                        break
+                out.append(sorted(comp))
+    return out
+
+
+def cell_parts(cell_ir: str, memo: RefsMemo | None = None) -> list[Part]:
+    """Cut a cell part (``Split.cell``) into pieces in load order: its data (globals that are
+    not copyable constants) first, then one piece per function — functions calling each other
+    share one, and the C ``main`` shares ``lexs_main``'s — callees before callers. Every
+    definition is exported (later pieces import it); copyable constants are copied into each
+    piece using them; declarations stay declarations. Raises :class:`SplitError` on a shape it
+    does not know.
+
+    Why: an edited function is then the only piece optimised and compiled again (the others'
+    objects are kept by their text), at the price of no inlining between the cell's functions —
+    the same price the library part already pays; ``%%bench`` keeps the whole program."""
+    header, entities = parse_entities(cell_ir, memo)
+    by_name = {e.name: e for e in entities if e.kind is not Kind.TYPE}
+    types = {e.name: e for e in entities if e.kind is Kind.TYPE}
+    defs = [e.name for e in entities if e.kind is Kind.DEFINE]
+    data = [e.name for e in entities if e.kind is Kind.GLOBAL and not e.copyable]
+    if C_MAIN not in defs:
+        raise SplitError("the cell part has no C main")
+    edges = {d: {r for r in by_name[d].refs if r in by_name and by_name[r].kind is Kind.DEFINE} for d in defs}
+    if LEXS_MAIN in edges:
+        edges[LEXS_MAIN].add(C_MAIN)  # the entry and its wrapper: one piece
+    components = _components(defs, edges)
+    users: dict[str, set[int]] = {d: set() for d in data}
+    for i, comp in enumerate(components):
+        for n in comp:
+            for r in by_name[n].refs:
+                if r in users:
+                    users[r].add(i)
+    shared = [d for d in data if len(users[d]) != 1]
+    for d in data:
+        if len(users[d]) == 1:
+            components[next(iter(users[d]))].append(d)  # its only user's piece defines it
+    groups = ([shared] if shared else []) + components
+    placed: set[str] = set()
+    parts: list[Part] = []
+    for group in groups:
+        own = set(group)
+        chosen = [by_name[n] for n in group]
+        imports: set[str] = set()
+        copied: list[Entity] = []
+        declared: list[str] = []
+        seen = set(own)
+        todo = sorted({r for e in chosen for r in e.refs})
+        while todo:
+            r = todo.pop()
+            if r in seen or r not in by_name:
+                continue
+            seen.add(r)
+            e = by_name[r]
+            if e.kind is Kind.DECLARE:
+                declared.append(e.text)
+            elif e.copyable:
+                copied.append(e)
+                todo.extend(e.refs)
+            elif r in placed:
+                imports.add(r)
+                declared.append(_declaration(e))
+            else:
+                raise SplitError(f"{r} is used before its piece")
+        texts = sorted(declared) + [e.text for e in sorted(copied, key=lambda e: e.name)]
+        texts += [_exported(e) for e in chosen]
+        type_texts = _type_closure(texts, types, entities)
+        parts.append(Part("\n".join([*header, *type_texts, "", *texts, ""]), tuple(group), tuple(sorted(imports))))
+        placed |= own
+    return parts
+
+
+def _type_closure(texts: list[str], types: dict[str, Entity], entities: list[Entity]) -> list[str]:
+    """The type definitions these texts use, with those their bodies use, in module order."""
+    wanted: set[str] = set()
+    todo = [t for text in texts for t in _TYPE_REF.findall(text)]
+    while todo:
+        t = todo.pop()
+        if t in wanted or t not in types:
+            continue
+        wanted.add(t)
+        todo.extend(types[t].types)
+    return [e.text for e in entities if e.kind is Kind.TYPE and e.name in wanted]

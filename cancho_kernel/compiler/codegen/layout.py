@@ -20,6 +20,7 @@ The layout is ours alone (records never cross the C boundary), so the nesting's 
 
 from __future__ import annotations
 
+import hashlib
 from typing import Optional
 
 from llvmlite import binding as llvm
@@ -54,7 +55,6 @@ class Layout:
         self._field_index: dict[Type, dict[str, int]] = {}
         self._sizes: dict[str, int] = {}
         self._payload_types: dict[tuple, Optional[ir.Type]] = {}
-        self._names: dict[str, int] = {}
         self.runtime = RuntimeLayout(types)  # sizes and strides shared with the evaluator
 
     def lty(self, t: Type) -> Optional[ir.Type]:
@@ -112,12 +112,14 @@ class Layout:
 
     def _struct(self, parts: list[ir.Type], label: str) -> ir.Type:
         literal = ir.LiteralStructType(parts)
-        if len(str(literal)) <= LITERAL_SPELLING_LIMIT:
+        spelled = str(literal)
+        if len(spelled) <= LITERAL_SPELLING_LIMIT:
             return literal
-        n = self._names.get(label, 0)
-        self._names[label] = n + 1
-        named = self.context.get_identified_type(f"{label}.{n}")
-        named.set_body(*parts)
+        # Named by label and content, never by a counter: a function's lowered text then does
+        # not depend on the types other functions named first (codegen/fncache.py keeps texts).
+        named = self.context.get_identified_type(f"{label}.{hashlib.sha256(spelled.encode()).hexdigest()[:12]}")
+        if named.is_opaque:
+            named.set_body(*parts)
         return named
 
     def positions(self, members: list[Type]) -> list[Optional[tuple[int, ...]]]:

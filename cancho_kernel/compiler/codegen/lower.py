@@ -16,9 +16,11 @@ at the innermost statement or expression being lowered.
 from __future__ import annotations
 
 import gc
+import hashlib
+import re
 import struct
 from contextlib import contextmanager
-from typing import Callable, Iterator, Optional
+from typing import TYPE_CHECKING, Callable, Iterator, Optional
 
 from llvmlite import ir
 
@@ -31,9 +33,13 @@ from ..diagnostics import Diagnostic, Rule
 from ..target import HOST, Target
 from ..layout import ARENA_BYTES
 from .aggregates import AggregateLowering
+from .fncache import FnKeys, LoweredFn
 from .builtins import BuiltinLowering
 from .layout import Layout
 from .runtime import Runtime
+
+if TYPE_CHECKING:
+    from ..modcache import ModuleCache
 
 I1, I8, I32, I64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
@@ -93,21 +99,41 @@ def collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def lower_program(prog: CheckedProgram, target: Target = HOST) -> tuple[Optional[str], list[Diagnostic]]:
+def lower_program(prog: CheckedProgram, target: Target = HOST, cache: Optional["ModuleCache"] = None
+                  ) -> tuple[Optional[str], list[Diagnostic]]:
     """LLVM IR text for an accepted program, or an `internal` diagnostic located at the construct
     whose lowering failed (never an exception: lowering cannot fail on checked input, so a
-    failure is a bug of ours)."""
+    failure is a bug of ours). With ``cache``, function instances lowered before (by key,
+    ``fncache.py``) are put back instead of lowered; the text is the same either way. The cache
+    holds host lowerings only: another target is always lowered afresh."""
     try:
         with collector_paused():
+            if cache is not None and target == HOST:
+                try:
+                    return ModuleLowering(prog, target, cache).lower(), []
+                except KeptTextsDisagree:
+                    pass  # two kept texts declare one symbol differently: lower it all afresh
             return ModuleLowering(prog, target).lower(), []
     except LoweringFailure as e:
         return None, [Diagnostic(Rule.INTERNAL, str(e), e.span)]
 
 
-class ModuleLowering:
-    """Builds the LLVM module for one program."""
+class KeptTextsDisagree(Exception):
+    """Two functions' records name one global with different texts (a kept record made in
+    another program, e.g. a C symbol declared with another type): the module is lowered afresh."""
 
-    def __init__(self, prog: CheckedProgram, target: Target = HOST):
+
+# A global's name in llvmlite's text (always quoted) and a named type's.
+_GLOBAL_REF = re.compile(r'@"([^"\\]*)"')
+_TYPE_REF = re.compile(r'%"([^"\\]*)"')
+
+
+class ModuleLowering:
+    """Builds the LLVM module for one program: each function instance lowered (or, with a
+    cache, put back from a :class:`fncache.LoweredFn`) into a record of its own text and what it
+    names, and the module's text assembled from the records in one canonical order."""
+
+    def __init__(self, prog: CheckedProgram, target: Target = HOST, cache: Optional["ModuleCache"] = None):
         from ..backends import native
 
         self.prog = prog
@@ -117,22 +143,84 @@ class ModuleLowering:
         self.rt = Runtime(self.module, target)
         self.layout = Layout(prog.types, self.module.data_layout, self.module.context)
         self.functions: dict[tuple, ir.Function] = {}
+        self.by_name: dict[str, ir.Function] = {}  # instances by LLVM name, in creation order
         self.pending: list[tuple[str, dict, ir.Function]] = []
-        self.strings = 0
+        self.records: dict[str, LoweredFn] = {}
+        self.requests: Optional[list[tuple[str, tuple]]] = None  # instances the current body asks for
+        self.cache = cache.lowered if cache is not None else None
+        self.keys = FnKeys(prog, cache) if cache is not None else None
 
     def lower(self) -> str:
         main = self.instance(self.prog.main, {})
         while self.pending:
             key, tsub, func = self.pending.pop()
-            fn = self.prog.fns[key]
-            try:
-                FnLowering(self, fn, func, tsub).lower()
-            except (LoweringFailure, RecursionError):
-                raise
-            except Exception as x:  # outside any statement: the signature or the frame
-                raise LoweringFailure(fn.item.decl.name, x) from x
+            ck = self.keys.key(key, tsub, func.name) if self.keys is not None else None
+            rec = self.cache.get(ck) if self.cache is not None and ck is not None else None
+            if rec is not None:
+                for callee, targs in rec.callees:
+                    self.instance(callee, dict(targs))
+            else:
+                rec = self.lower_fn(key, tsub, func)
+                if self.cache is not None:
+                    if ck is not None:
+                        self.cache.put(ck, func.name, rec)
+                    else:
+                        self.cache.note_lowered(func.name)
+            self.records[func.name] = rec
         self.rt.entry_wrapper(main)
-        return str(self.module)
+        return self.assemble()
+
+    def lower_fn(self, key: str, tsub: dict, func: ir.Function) -> LoweredFn:
+        """Lower one instance and make its record."""
+        fn = self.prog.fns[key]
+        self.requests = []
+        try:
+            FnLowering(self, fn, func, tsub).lower()
+        except (LoweringFailure, RecursionError):
+            raise
+        except Exception as x:  # outside any statement: the signature or the frame
+            raise LoweringFailure(fn.item.decl.name, x) from x
+        callees, self.requests = tuple(self.requests), None
+        text = str(func)
+        globals_: dict[str, str] = {}
+        for name in _GLOBAL_REF.findall(text):
+            if name in self.by_name or name in globals_:
+                continue
+            globals_[name] = str(self.module.globals[name])
+        return LoweredFn(text, callees, tuple(globals_.items()),
+                         tuple(self.named_types([text, *globals_.values()]).items()))
+
+    def named_types(self, texts: list[str]) -> dict[str, str]:
+        """The named struct types these texts use, with the ones their bodies use: name -> text."""
+        known = self.module.context.identified_types
+        found: dict[str, str] = {}
+        todo = [n for t in texts for n in _TYPE_REF.findall(t)]
+        while todo:
+            n = todo.pop()
+            if n in found or n not in known:
+                continue
+            found[n] = known[n].get_declaration()
+            todo += _TYPE_REF.findall(found[n].split("=", 1)[1])
+        return dict(sorted(found.items()))
+
+    def assemble(self) -> str:
+        """The module's text: header, named types and globals (each sorted by name), then the
+        function definitions in the order they were first asked for, then the C entry."""
+        types: dict[str, str] = {}
+        globals_: dict[str, str] = {g.name: str(g) for g in (self.rt.argc, self.rt.argv)}
+        defs: list[str] = []
+        for name in self.by_name:
+            rec = self.records[name]
+            defs.append(rec.text)
+            for table, entries in ((types, rec.types), (globals_, rec.globals)):
+                for n, text in entries:
+                    if table.setdefault(n, text) != text:
+                        raise KeptTextsDisagree(n)
+        entry = self.module.globals["main"]
+        ordered = sorted(globals_.items(), key=lambda kv: (0 if kv[1].startswith("@") else 1, kv[0]))
+        head = [f'; ModuleID = "{self.module.name}"', f'target triple = "{self.module.triple}"',
+                f'target datalayout = "{self.module.data_layout}"', ""]
+        return "\n".join([*head, *(types[n] for n in sorted(types)), *(t for _, t in ordered), *defs, str(entry)])
 
     def static(self, item) -> ir.Value:
         """A static's value: `@lexs_static_<name>`, its compile-time bytes; (ptr, count)."""
@@ -152,32 +240,43 @@ class ModuleLowering:
 
     def instance(self, key: str, tsub: dict) -> ir.Function:
         """The LLVM function for one instantiation of a cancho function (monomorphisation):
-        declared on first request and queued for lowering."""
+        declared on first request and queued for lowering. One function per LLVM name (a kept
+        record calls its callees by name)."""
         fn = self.prog.fns[key]
         targs = tuple(tsub[("T", n)] for n in fn.sig.tparams)
+        if self.requests is not None:
+            self.requests.append((key, tuple(tsub.items())))
         got = self.functions.get((key, targs))
         if got is not None:
+            return got
+        name = symbol(key) + ("[" + ", ".join(map(str, targs)) + "]" if targs else "")
+        got = self.by_name.get(name)
+        if got is not None:
+            self.functions[(key, targs)] = got
             return got
         params = [self.layout.lty(substitute(t, tsub)) for _, t in fn.sig.params]
         ret = self.layout.lty(substitute(fn.sig.ret, tsub))
         fnty = ir.FunctionType(ret if ret is not None else I64, [p for p in params if p is not None])
-        name = symbol(key) + ("[" + ", ".join(map(str, targs)) + "]" if targs else "")
         f = ir.Function(self.module, fnty, name=name)
         f.linkage = "internal"
         self.functions[(key, targs)] = f
+        self.by_name[name] = f
         self.pending.append((key, tsub, f))
         return f
 
     def string(self, data: bytes) -> ir.Value:
-        """A string literal: one private constant per occurrence, no NUL; value (ptr, len)."""
+        """A string literal: a private constant named by its content (so a function's text does
+        not depend on the strings before it), no NUL; value (ptr, len)."""
         body = data if data else b"\0"
         arr = ir.ArrayType(I8, len(body))
-        g = ir.GlobalVariable(self.module, arr, name=f"str.{self.strings}")
-        self.strings += 1
-        g.linkage = "private"
-        g.global_constant = True
-        g.unnamed_addr = True
-        g.initializer = ir.Constant(arr, bytearray(body))
+        name = "str." + hashlib.sha256(data).hexdigest()[:16]
+        g = self.module.globals.get(name)
+        if g is None:
+            g = ir.GlobalVariable(self.module, arr, name=name)
+            g.linkage = "private"
+            g.global_constant = True
+            g.unnamed_addr = True
+            g.initializer = ir.Constant(arr, bytearray(body))
         return ir.Constant.literal_struct([g, ir.Constant(I64, len(data))])
 
 
