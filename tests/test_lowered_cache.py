@@ -252,7 +252,7 @@ def test_the_corpus_lowers_to_the_same_ir_from_kept_functions() -> None:
         assert api.compile_sources(sources, cache).ir == want.ir, paths
         diags, prog = api.run_deep(lambda: check_program(sources, cache))
         misses = cache.lowered.stats.misses
-        ir, ds = api.run_deep(lambda: lower_program(prog, cache))
+        ir, ds = api.run_deep(lambda: lower_program(prog, cache=cache))
         assert not diags and not ds and ir == want.ir, paths
         assert cache.lowered.stats.misses == misses, paths  # all put back, none lowered
     assert accepted > 100 and cache.lowered.stats.hits > 0
