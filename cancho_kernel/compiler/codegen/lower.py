@@ -183,10 +183,13 @@ class ModuleLowering:
         callees, self.requests = tuple(self.requests), None
         text = str(func)
         globals_: dict[str, str] = {}
-        for name in _GLOBAL_REF.findall(text):
+        todo = _GLOBAL_REF.findall(text)
+        while todo:  # with what they name in turn: a helper's body (a thread's start) names `free`
+            name = todo.pop(0)
             if name in self.by_name or name in globals_:
                 continue
             globals_[name] = str(self.module.globals[name])
+            todo += _GLOBAL_REF.findall(globals_[name])
         return LoweredFn(text, callees, tuple(globals_.items()),
                          tuple(self.named_types([text, *globals_.values()]).items()))
 
