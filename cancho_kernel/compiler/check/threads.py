@@ -19,7 +19,7 @@ Held by `BuiltinCalls` (builtin_calls.py), with a typed reference back to the bo
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import TYPE_CHECKING, Iterator
 
 from .. import ast
 from ..diagnostics import Rule
