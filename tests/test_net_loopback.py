@@ -11,8 +11,9 @@ done its part and closes everything it opened; a test that fails kills the proce
 * `udp_echo.cho`: a datagram echo answered to each sender's ticket, a Python client;
 * `udp_client.cho`: a std.udps table holding a connected socket, against a Python echo server;
 * `server_and_client.cho`: one program that listens and dials itself through one poller;
-* `signal_wait.cho`: a signal claim woken by a real SIGUSR1 (exe only: the JIT runs the program
-  in a child of the CLI, whose own process would take the signal too).
+* `signal_wait.cho`: a signal claim woken by a real SIGUSR1, and `signal_close_delivers.cho`: a
+  TERM left unread is delivered when the claim ends (both exe only: the JIT runs the program in a
+  child of the CLI, whose own process would take the signal too).
 """
 
 from __future__ import annotations
@@ -202,3 +203,20 @@ def test_a_claimed_signal_wakes_the_poller(tmp_path: Path) -> None:
             proc.kill()
             proc.communicate()
     assert (proc.returncode, out, err) == (0, b"woken: 1 token 9\ngot USR1\nthen pending: 0\n", b"")
+
+
+def test_an_unread_signal_is_delivered_when_the_claim_ends(tmp_path: Path) -> None:
+    result = api.compile_sources([api.SourceFile.from_path(NET / "signal_close_delivers.cho")])
+    assert result.ok, "\n".join(d.render() for d in result.diagnostics)
+    exe = tmp_path / "signal_close_delivers"
+    build_executable(result.ir, exe)
+    proc = subprocess.Popen([str(exe)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout.readline() == b"ready\n"
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=GUARD)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert (proc.returncode, out, err) == (-signal.SIGTERM, b"closing the claim\n", b"")
