@@ -57,10 +57,9 @@ AI_FAMILY, AI_SOCKTYPE, AI_ADDRLEN, AI_ADDR, ADDRINFO_SIZE = 4, 8, 16, 24, 48
 # epoll_event: packed (12 bytes, data at 4) on x86-64, naturally aligned elsewhere.
 EPOLL_EVENT = (12, 4) if platform.machine().lower() in ("x86_64", "amd64") else (16, 8)
 SIGNALFD_RECORD, SIGNAL_RECORDS = 128, 8
-# Where a `Child`'s leaf keeps the descriptor `poller_add_child` watches (a pidfd): written here
-# against a leaf that is the descriptor itself; the reference packs the pidfd above the pid
-# (shift 32), and a `Child` laid out that way changes only this number.
-CHILD_PIDFD_SHIFT = 0
+# Where a `Child`'s leaf keeps the descriptor `poller_add_child` watches: a `Child` is
+# pid | pidfd << 32 (codegen/process.py, as the reference packs it).
+CHILD_PIDFD_SHIFT = 32
 
 # Tickets: the descriptor in the low 32 bits, its epoch (odd while a ticket is out) above; a
 # datagram socket's ticket also carries UDP_KIND, so neither kind redeems the other's.
