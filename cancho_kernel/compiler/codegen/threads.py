@@ -91,10 +91,20 @@ def bi_spawn(self: "BuiltinLowering", e, args):
     if payload_t is not None:
         b.store(args[0], b.gep(mem, [ir.Constant(I32, 0), ir.Constant(I32, 1)], inbounds=True, source_etype=blk))
     tid = self.alloca_builder.alloca(I64, name="thread")
+    count_running(self, +1)
     rc = self.rt.call_c(b, "pthread_create", PTHREAD_CREATE,
                         [tid, ir.Constant(PTR, None), thunk(self, payload_t, result_t), mem])
     gen.trap_if(b.icmp_unsigned("!=", rc, ir.Constant(I32, 0)))
     return b.load(tid, typ=I64)
+
+
+def count_running(self: "BuiltinLowering", delta: int) -> None:
+    """Keep the number of running threads where a signal claim looks for it (codegen/net.py:
+    a claim is refused while a thread runs, since a thread's mask would still take the signal)."""
+    from .net import signal_state
+
+    word = self.b.gep(signal_state(self.ml.module), [ir.Constant(I64, 0), ir.Constant(I64, 1)], inbounds=True)
+    self.b.atomic_rmw("add", word, ir.Constant(I64, delta), "seq_cst")
 
 
 @LOWERINGS.register("join")
@@ -103,6 +113,7 @@ def bi_join(self: "BuiltinLowering", e, args):
     out = self.alloca_builder.alloca(PTR, name="joined")
     rc = self.rt.call_c(b, "pthread_join", PTHREAD_JOIN, [args[0], out])
     gen.trap_if(b.icmp_unsigned("!=", rc, ir.Constant(I32, 0)))
+    count_running(self, -1)
     return from_word(b, b.load(out, typ=PTR), gen.lty(gen.ty(e)))
 
 
