@@ -606,3 +606,27 @@ def test_reading_a_pipe_into_an_empty_buffer_is_einval_without_waiting(run, tree
     }
     """
     assert run(program(body), str(tree)).stdout == b"22"
+
+
+def test_a_childs_output_can_go_to_a_file_the_parent_opened(run, tree):
+    target = tree / "captured.txt"
+    body = """
+    match open_write(f, arg(a, 2)) {
+        Opened::Failed(e) => { status = e; }
+        Opened::Ok(file) => {
+            match exec_spawn(x, "/bin/echo", "to\\0a file\\0", "", Stdio::Null, Stdio::File(file), Stdio::Null) {
+                Spawned::Failed(e) => { status = e; }
+                Spawned::Ok(child) => {
+                    match child_wait(child) {
+                        Exited::Code(n) => { status = n; }
+                        Exited::Signaled(s) => { status = 200; }
+                        Exited::Failed(e) => { status = 201; }
+                    }
+                }
+            }
+        }
+    }
+    """
+    got = run(program(body), str(tree), str(target), setup=lambda: target.unlink(missing_ok=True))
+    assert got.status == 0
+    assert target.read_bytes() == b"to a file\n"
