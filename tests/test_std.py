@@ -714,3 +714,33 @@ def test_http_refuses_a_request_without_host(http_server: int) -> None:
     assert head.split(b"\r\n")[0] == b"HTTP/1.1 400 Bad Request"
     assert b"Connection: close" in head.split(b"\r\n")
     assert body == b"missing or repeated Host"
+
+
+# ---------------------------------------------------------------------------------------------
+# std.process.capture: a real child's input written while its output is read, on both backends.
+
+CAPTURE_EXPECTED = b"""HELLO
+code 5
+kept 600000 = input
+code 0
+kept 100
+too much
+timed out
+signaled 8
+out
+stderr: err
+code 2
+"""
+
+
+@pytest.mark.parametrize("backend", ["exe", "jit"])
+def test_process_capture_runs_children_to_their_end(backend: str, tmp_path: Path) -> None:
+    """`cat` of 600,000 bytes (more than a channel holds, both ways at once: written all
+    first, it would deadlock), a bound exceeded (`TooMuch`, exactly the bound kept), a deadline
+    (`TimedOut`, the child killed), a signal (TERM is std.signals' bit 8), standard error
+    apart (`capture_both`), and exit codes."""
+    proc = subprocess.run([sys.executable, "-m", "cancho_kernel.cli", "run", "--backend", backend,
+                           str(STD_TESTS / "process_capture_driver.cho")],
+                          capture_output=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr.decode()
+    assert proc.stdout == CAPTURE_EXPECTED
