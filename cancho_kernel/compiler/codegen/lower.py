@@ -167,8 +167,7 @@ class ModuleLowering:
                     else:
                         self.cache.note_lowered(func.name)
             self.records[func.name] = rec
-        self.rt.entry_wrapper(main)
-        return self.assemble()
+        return self.assemble(self.rt.entry_wrapper(main))
 
     def lower_fn(self, key: str, tsub: dict, func: ir.Function) -> LoweredFn:
         """Lower one instance and make its record."""
@@ -182,16 +181,22 @@ class ModuleLowering:
             raise LoweringFailure(fn.item.decl.name, x) from x
         callees, self.requests = tuple(self.requests), None
         text = str(func)
-        globals_: dict[str, str] = {}
-        todo = _GLOBAL_REF.findall(text)
-        while todo:  # with what they name in turn: a helper's body (a thread's start) names `free`
-            name = todo.pop(0)
-            if name in self.by_name or name in globals_:
-                continue
-            globals_[name] = str(self.module.globals[name])
-            todo += _GLOBAL_REF.findall(globals_[name])
+        globals_ = self.named_globals(text)
         return LoweredFn(text, callees, tuple(globals_.items()),
                          tuple(self.named_types([text, *globals_.values()]).items()))
+
+    def named_globals(self, text: str) -> dict[str, str]:
+        """The globals this text names that are not function instances, with what they name in
+        turn (a helper's body, such as a thread's start routine, names `free`): name -> text."""
+        found: dict[str, str] = {}
+        todo = _GLOBAL_REF.findall(text)
+        while todo:
+            name = todo.pop(0)
+            if name in self.by_name or name in found:
+                continue
+            found[name] = str(self.module.globals[name])
+            todo += _GLOBAL_REF.findall(found[name])
+        return found
 
     def named_types(self, texts: list[str]) -> dict[str, str]:
         """The named struct types these texts use, with the ones their bodies use: name -> text."""
@@ -206,11 +211,14 @@ class ModuleLowering:
             todo += _TYPE_REF.findall(found[n].split("=", 1)[1])
         return dict(sorted(found.items()))
 
-    def assemble(self) -> str:
+    def assemble(self, entry: ir.Function) -> str:
         """The module's text: header, named types and globals (each sorted by name), then the
-        function definitions in the order they were first asked for, then the C entry."""
+        function definitions in the order they were first asked for, then the C entry (`main`,
+        or the target's own, with whatever it names)."""
         types: dict[str, str] = {}
         globals_: dict[str, str] = {g.name: str(g) for g in (self.rt.argc, self.rt.argv)}
+        entry_text = str(entry)
+        globals_.update((n, t) for n, t in self.named_globals(entry_text).items() if n != entry.name)
         defs: list[str] = []
         for name in self.by_name:
             rec = self.records[name]
@@ -219,11 +227,10 @@ class ModuleLowering:
                 for n, text in entries:
                     if table.setdefault(n, text) != text:
                         raise KeptTextsDisagree(n)
-        entry = self.module.globals["main"]
         ordered = sorted(globals_.items(), key=lambda kv: (0 if kv[1].startswith("@") else 1, kv[0]))
         head = [f'; ModuleID = "{self.module.name}"', f'target triple = "{self.module.triple}"',
                 f'target datalayout = "{self.module.data_layout}"', ""]
-        return "\n".join([*head, *(types[n] for n in sorted(types)), *(t for _, t in ordered), *defs, str(entry)])
+        return "\n".join([*head, *(types[n] for n in sorted(types)), *(t for _, t in ordered), *defs, entry_text])
 
     def static(self, item) -> ir.Value:
         """A static's value: `@lexs_static_<name>`, its compile-time bytes; (ptr, count)."""

@@ -168,7 +168,7 @@ class Runtime:
     def free(self, b: ir.IRBuilder, p: ir.Value) -> None:
         b.call(self.libc("free"), [p])
 
-    def entry_wrapper(self, lexs_main: ir.Function) -> None:
+    def entry_wrapper(self, lexs_main: ir.Function) -> ir.Function:
         """C `int main(int argc, char **argv)`: stash argc/argv, run, truncate to i32. On WASI the
         symbol is `__main_argc_argv`, what a C compiler names such a `main` for wasm and what
         wasi-libc's start-up (`crt1-command.o`) calls before `exit`, which flushes stdio."""
@@ -181,3 +181,4 @@ class Runtime:
         b.store(f.args[1], self.argv)
         r = b.call(lexs_main, [])
         b.ret(b.trunc(r, I32))
+        return f
