@@ -315,6 +315,8 @@ def _compile(inv: Invocation) -> Compiled:
         if cached is not None:
             return Compiled(cached.decode("utf-8"), [])
     try:
+        # The host's call is the one it always was (a compiler put in place of it at run time,
+        # such as a test double, is called as before).
         result = (api.compile_sources(sources, target=inv.target) if inv.target.is_wasi
                   else api.compile_sources(sources))
     except Exception as exc:  # noqa: BLE001 - never a traceback
