@@ -187,6 +187,9 @@ def parse_args(command: str, args: Sequence[str]) -> Invocation:
     if inv.target.is_wasi and (inv.libs or inv.libdirs):
         raise usage(f"`{'-l' if inv.libs else '-L'}` names a host library, which a "
                     f"`{inv.target.name}` module cannot link")
+    if inv.target.is_wasi and inv.safe and run:
+        raise usage(f"`run --target {inv.target.name}` is refused in safe mode: its limits and "
+                    "confinement are the host's, not yet applied to a WASI runtime")
     if inv.target.is_wasi and inv.backend_given:
         raise usage(f"`--backend` chooses how the host runs a program; `--target "
                     f"{inv.target.name}` builds a WebAssembly module, which a WASI runtime runs")

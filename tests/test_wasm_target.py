@@ -179,6 +179,7 @@ def test_check_command_with_a_target(tmp_path: Path) -> None:
     (["build", "--target", "wasm32-wasip1", "-l", "m"], b"host library"),
     (["ir", "--target", "wasm32-wasip1"], b"unknown option `--target`"),
     ([str(HELLO), "--target"], b"`--target` needs a target triple"),
+    (["run", "--safe", "--target", "wasm32-wasip1"], b"refused in safe mode"),
 ])
 def test_target_usage_errors(args: list[str], words: bytes) -> None:
     if args[0] == str(HELLO):  # the flag last, with no value
