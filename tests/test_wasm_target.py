@@ -36,8 +36,8 @@ from cancho_kernel.compiler.target import (HOST, WASI_BUILT, WASI_GAPS, WASM32_W
 REPO = Path(__file__).resolve().parent.parent
 HELLO = REPO / "examples" / "hello.cho"
 BASE64 = REPO / "examples" / "base64" / "base64.cho"
-WORDS = REPO / "tests" / "programs" / "wasm_words.cho"
-FILES = REPO / "tests" / "programs" / "wasm_files.cho"
+WORDS = REPO / "tests" / "wasm_programs" / "words.cho"
+FILES = REPO / "tests" / "wasm_programs" / "files.cho"
 SORT = REPO / "examples" / "sort" / "sort.cho"
 FLUSH = REPO / "tests" / "programs" / "flush_status.cho"
 CLI = [sys.executable, "-m", "cancho_kernel.cli"]
