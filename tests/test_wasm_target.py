@@ -36,8 +36,8 @@ from cancho_kernel.compiler.target import (HOST, WASI_BUILT, WASI_GAPS, WASM32_W
 REPO = Path(__file__).resolve().parent.parent
 HELLO = REPO / "examples" / "hello.cho"
 BASE64 = REPO / "examples" / "base64" / "base64.cho"
-WORDS = REPO / "tests" / "programs" / "wasm_words.cho"
-FILES = REPO / "tests" / "programs" / "wasm_files.cho"
+WORDS = REPO / "tests" / "wasm_programs" / "words.cho"
+FILES = REPO / "tests" / "wasm_programs" / "files.cho"
 SORT = REPO / "examples" / "sort" / "sort.cho"
 FLUSH = REPO / "tests" / "programs" / "flush_status.cho"
 CLI = [sys.executable, "-m", "cancho_kernel.cli"]
@@ -177,8 +177,9 @@ def test_check_command_with_a_target(tmp_path: Path) -> None:
     (["check", "--target", "sparc-sun-solaris"], b"unknown target `sparc-sun-solaris`"),
     (["run", "--target", "wasm32-wasip1", "--backend", "exe"], b"`--backend`"),
     (["build", "--target", "wasm32-wasip1", "-l", "m"], b"host library"),
-    (["ir", "--target", "wasm32-wasip1"], b"unknown option `--target`"),
+    (["authority", "--target", "wasm32-wasip1"], b"unknown option `--target`"),
     ([str(HELLO), "--target"], b"`--target` needs a target triple"),
+    (["run", "--safe", "--target", "wasm32-wasip1"], b"refused in safe mode"),
 ])
 def test_target_usage_errors(args: list[str], words: bytes) -> None:
     if args[0] == str(HELLO):  # the flag last, with no value
@@ -501,3 +502,11 @@ def test_run_grants_only_what_wasmtime_flags_say(tmp_path: Path) -> None:
                      env={**ENV, "WASMTIME_FLAGS": "--dir=. --env X=1"})
     assert refused.returncode == 3 and b"not `--env`" in refused.stderr
     assert wasm.granted_dirs("--dir=/tmp::/data --dir /tmp") == ["/tmp::/data", "/tmp"]
+
+
+def test_ir_and_asm_for_the_target() -> None:
+    ir_out = cancho("ir", "--target", "wasm32-wasip1", str(HELLO))
+    assert ir_out.returncode == 0 and b'target triple = "wasm32-unknown-wasi"' in ir_out.stdout
+    asm_out = cancho("asm", "--target", "wasm32-wasip1", str(HELLO))
+    assert asm_out.returncode == 0 and b".functype" in asm_out.stdout  # WebAssembly's text form
+    assert b".functype" not in cancho("asm", str(HELLO)).stdout

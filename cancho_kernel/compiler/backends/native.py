@@ -122,9 +122,9 @@ def optimized_module(ir_text: str, tm: llvm.TargetMachine | None = None) -> llvm
     return mod
 
 
-def optimized_ir(ir_text: str) -> str:
+def optimized_ir(ir_text: str, target: Target = HOST) -> str:
     """The O2-optimised IR text (what `cancho ir` and the `%%ir` magic show)."""
-    return str(optimized_module(ir_text))
+    return str(optimized_module(ir_text, target_machine(target=target)))
 
 
 def emit_object(ir_text: str, target: Target = HOST) -> bytes:
@@ -133,7 +133,8 @@ def emit_object(ir_text: str, target: Target = HOST) -> bytes:
     return tm.emit_object(optimized_module(ir_text, tm))
 
 
-def emit_asm(ir_text: str) -> str:
-    """Host assembly text after O2 (what `cancho asm` and the `%%asm` magic show)."""
-    tm = target_machine()
+def emit_asm(ir_text: str, target: Target = HOST) -> str:
+    """Assembly text after O2, the host's by default (what `cancho asm` and the `%%asm` magic
+    show; WebAssembly's text form for WASI)."""
+    tm = target_machine(target=target)
     return tm.emit_assembly(optimized_module(ir_text, tm))
