@@ -197,3 +197,42 @@ def test_sort_and_base64_reports():
     assert sort.untouched() == ["the network", "signals", "other programs", "foreign code"]
     b64 = example_report("examples/base64/base64.cho")
     assert b64.effects == ["args", "err_write", "io_read", "io_write"] and b64.bounded
+
+
+# The dimensions editions 5 to 7 add, read off our own conformance programs: other programs
+# (`exec` with its prefix, pipes, `child_signal`), signals (`signals` with the claimed set,
+# `signals_read`), the network with its bound (`net_out("host:port")`), directories through
+# the `Fs` prefix the `Dir` was opened under.
+CONFORMANCE = __import__("pathlib").Path(__file__).resolve().parent / "conformance" / "accept"
+
+
+def report_of(name: str):
+    source = SourceFile.from_path(CONFORMANCE / name)
+    result = api.check_sources([source])
+    assert result.ok, result.diagnostics
+    return authority_report(result.program)
+
+
+def test_processes_and_directories_are_other_programs_and_a_prefix():
+    rep = report_of("exec_echo_pipe.cho")
+    assert rep.text().startswith('performs\n    child_signal\n    exec("/bin")\n    fs_read("/tmp")\n'
+                                 "    io_write\n    pipe_read\n    pipe_write\nnever touches\n    the network\n"
+                                 "    the heap\n    the command line\n    signals\n    foreign code\n")
+    assert "other programs" not in rep.untouched() and "the filesystem" not in rep.untouched()
+
+
+def test_a_signal_claim_names_its_set_and_touches_signals():
+    rep = report_of("ed6_signals_claim_twice.cho")
+    assert [str(l) for l in rep.labels] == ["io_write", 'signals("USR1")', "signals_read"]
+    assert "signals" not in rep.untouched() and "other programs" in rep.untouched()
+
+
+def test_the_network_is_reported_with_its_bound_in_text_and_json():
+    rep = report_of("ed5_trap_net_host_outside_bound.cho")
+    assert rep.text().startswith('performs\n    net_out("127.0.0.1:1")\nnever touches\n    the console\n')
+    data = json.loads(rep.to_json())
+    assert data["effects"] == ["net_out"] and data["bounded"] is True
+    assert data["labels"] == [{"name": "net_out", "argument": "127.0.0.1:1", "bounded": True}]
+    served = report_of("ed5_tcp_loopback.cho")
+    assert {l.name for l in served.labels} >= {"net_in", "net_out", "conn_accept", "conn_read", "conn_write"}
+    assert "the network" not in served.untouched()
