@@ -256,3 +256,21 @@ def test_the_corpus_lowers_to_the_same_ir_from_kept_functions() -> None:
         assert not diags and not ds and ir == want.ir, paths
         assert cache.lowered.stats.misses == misses, paths  # all put back, none lowered
     assert accepted > 100 and cache.lowered.stats.hits > 0
+
+
+def test_two_named_types_meeting_on_one_name_stay_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Named struct types are named by a short digest of their body; should two bodies meet on
+    one name, the second takes a suffix instead of sharing the first's body."""
+    from llvmlite import ir
+
+    from cancho_kernel.compiler.backends import native
+    from cancho_kernel.compiler.check.typetable import TypeTable
+    from cancho_kernel.compiler.codegen import layout
+
+    monkeypatch.setattr(layout, "short_digest", lambda text, width=6: "same")
+    lay = layout.Layout(TypeTable(), native.data_layout(), ir.Context())
+    wide = lay._struct([ir.IntType(64)] * 20, "rec")
+    narrow = lay._struct([ir.IntType(8)] * 20, "rec")
+    again = lay._struct([ir.IntType(64)] * 20, "rec")
+    assert (wide.name, narrow.name) == ("rec.same", "rec.same.1") and again is wide
+    assert [str(t) for t in narrow.elements] == ["i8"] * 20
