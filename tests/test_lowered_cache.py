@@ -256,3 +256,48 @@ def test_the_corpus_lowers_to_the_same_ir_from_kept_functions() -> None:
         assert not diags and not ds and ir == want.ir, paths
         assert cache.lowered.stats.misses == misses, paths  # all put back, none lowered
     assert accepted > 100 and cache.lowered.stats.hits > 0
+
+
+def test_two_named_types_meeting_on_one_name_stay_apart(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Named struct types are named by a short digest of their body; should two bodies meet on
+    one name, the second takes a suffix instead of sharing the first's body."""
+    from llvmlite import ir
+
+    from cancho_kernel.compiler.backends import native
+    from cancho_kernel.compiler.check.typetable import TypeTable
+    from cancho_kernel.compiler.codegen import layout
+
+    monkeypatch.setattr(layout, "short_digest", lambda text, width=6: "same")
+    lay = layout.Layout(TypeTable(), native.data_layout(), ir.Context())
+    wide = lay._struct([ir.IntType(64)] * 20, "rec")
+    narrow = lay._struct([ir.IntType(8)] * 20, "rec")
+    again = lay._struct([ir.IntType(64)] * 20, "rec")
+    assert (wide.name, narrow.name) == ("rec.same", "rec.same.1") and again is wide
+    assert [str(t) for t in narrow.elements] == ["i8"] * 20
+
+
+def test_kept_texts_that_disagree_make_the_module_lowered_afresh() -> None:
+    """A kept record naming a global with another text than the module's (as a C symbol
+    declared with another type in another program would) is not used: the whole module is
+    lowered afresh, and the IR is the uncached one."""
+    import dataclasses
+
+    cache = ModuleCache(max_programs=0)
+    seen = Lowered(cache)
+    compile_text(program(HELPERS, "twice(2)"), cache)
+    seen.since()
+    entries = cache.lowered._data  # the records, by key
+    key = next(k for k, rec in entries.items() if rec.text.startswith('define internal i64 @"lexs_scale"'))
+    entries[key] = dataclasses.replace(entries[key], globals=(("lexs_argc", '@"lexs_argc" = internal global i64 1'),))
+    edited = program(HELPERS.replace("return scale(n) + scale(n);", "return scale(n) * 2;"), "twice(2)")
+    from cancho_kernel.compiler.check.program import check_program
+    from cancho_kernel.compiler.codegen.lower import KeptTextsDisagree, ModuleLowering, lower_program
+
+    sources = [SourceFile("main.cho", edited)]
+    diags, prog = api.run_deep(lambda: check_program(sources, cache))
+    assert not diags
+    with pytest.raises(KeptTextsDisagree):
+        api.run_deep(lambda: ModuleLowering(prog, cache).lower())
+    ir, ds = api.run_deep(lambda: lower_program(prog, cache))
+    assert not ds and ir == fresh_ir(edited)
+    assert compile_text(edited, cache).ir == ir

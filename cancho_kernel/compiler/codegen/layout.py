@@ -38,6 +38,19 @@ SLICE = ir.LiteralStructType([PTR, I64])
 LITERAL_SPELLING_LIMIT = 64  # characters; a record type spelled longer than this gets a name
 
 
+DIGITS = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def short_digest(text: str, width: int = 6) -> str:
+    """``width`` base-62 digits of the SHA-256 of ``text``."""
+    n = int.from_bytes(hashlib.sha256(text.encode()).digest()[:8], "big")
+    out = []
+    for _ in range(width):
+        n, d = divmod(n, 62)
+        out.append(DIGITS[d])
+    return "".join(out)
+
+
 class Layout:
     """Maps semantic types to LLVM types for one program, and caches what codegen asks of an
     aggregate on every use (members, member positions, variants, sizes) so that each use costs
@@ -117,7 +130,15 @@ class Layout:
             return literal
         # Named by label and content, never by a counter: a function's lowered text then does
         # not depend on the types other functions named first (codegen/fncache.py keeps texts).
-        named = self.context.get_identified_type(f"{label}.{hashlib.sha256(spelled.encode()).hexdigest()[:12]}")
+        # Six base-62 digits (~36 bits) keep every use short (the IR's size, issue 12); two
+        # bodies meeting on one name take a suffix, and a kept text naming the other one is
+        # refused by the lowering's assembly (lower.KeptTextsDisagree).
+        name = f"{label}.{short_digest(spelled)}"
+        named = self.context.get_identified_type(name)
+        k = 0
+        while not named.is_opaque and tuple(map(str, named.elements)) != tuple(map(str, parts)):
+            k += 1
+            named = self.context.get_identified_type(f"{name}.{k}")
         if named.is_opaque:
             named.set_body(*parts)
         return named
