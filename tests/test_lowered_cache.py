@@ -297,7 +297,7 @@ def test_kept_texts_that_disagree_make_the_module_lowered_afresh() -> None:
     diags, prog = api.run_deep(lambda: check_program(sources, cache))
     assert not diags
     with pytest.raises(KeptTextsDisagree):
-        api.run_deep(lambda: ModuleLowering(prog, cache).lower())
-    ir, ds = api.run_deep(lambda: lower_program(prog, cache))
+        api.run_deep(lambda: ModuleLowering(prog, cache=cache).lower())
+    ir, ds = api.run_deep(lambda: lower_program(prog, cache=cache))
     assert not ds and ir == fresh_ir(edited)
     assert compile_text(edited, cache).ir == ir
