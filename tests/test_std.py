@@ -471,20 +471,23 @@ def _math_cases() -> list[tuple[str, float, object]]:
     return cases
 
 
-def test_math_floats_within_one_ulp_of_libm(tmp_path: Path) -> None:
+def _math_driver(tmp_path: Path, records: list[bytes]) -> list[float]:
+    """Run math_driver.cho over the records (an op byte, two 8-byte operands each) and answer
+    its results."""
     exe = build(tmp_path, STD_TESTS / "math_driver.cho")
-    cases = _math_cases()
-    data = b"".join(
-        bytes([MATH_OPS.index(op)]) + struct.pack("<d", a)
-        + struct.pack("<q", _bits(b) if op == "pow" else b)
-        for op, a, b in cases)
-    res = run_executable(exe, [str(exe)], data, StdoutTarget.pipe(),
+    res = run_executable(exe, [str(exe)], b"".join(records), StdoutTarget.pipe(),
                          RunLimits(timeout=60, max_output=None))
     assert res.exit_status == 0, res.describe()
-    assert len(res.stdout) == 8 * len(cases)
+    assert len(res.stdout) == 8 * len(records)
+    return [_float(res.stdout[8 * n: 8 * n + 8]) for n in range(len(records))]
+
+
+def test_math_floats_within_one_ulp_of_libm(tmp_path: Path) -> None:
+    cases = _math_cases()
+    results = _math_driver(tmp_path, [bytes([MATH_OPS.index(op)]) + struct.pack("<d", a)
+                                      + struct.pack("<q", _bits(b) if op == "pow" else b) for op, a, b in cases])
     bad = []
-    for n, (op, a, b) in enumerate(cases):
-        got = _float(res.stdout[8 * n: 8 * n + 8])
+    for got, (op, a, b) in zip(results, cases):
         want = _libm(op, a, b)
         exact = op in ("ldexp", "fabs") or (op, a, b) in MATH_SPECIAL
         if _ulps(got, want) > (0 if exact and not math.isfinite(want) or op in ("ldexp", "fabs")
@@ -594,17 +597,11 @@ def _math_cases_more() -> list[tuple[str, float, float]]:
 
 
 def test_math_more_floats_against_libm(tmp_path: Path) -> None:
-    exe = build(tmp_path, STD_TESTS / "math_driver.cho")
     cases = _math_cases_more()
-    data = b"".join(bytes([7 + MATH_OPS_MORE.index(op)]) + struct.pack("<d", a) + struct.pack("<d", b)
-                    for op, a, b in cases)
-    res = run_executable(exe, [str(exe)], data, StdoutTarget.pipe(),
-                         RunLimits(timeout=60, max_output=None))
-    assert res.exit_status == 0, res.describe()
-    assert len(res.stdout) == 8 * len(cases)
+    results = _math_driver(tmp_path, [bytes([7 + MATH_OPS_MORE.index(op)]) + struct.pack("<d", a)
+                                      + struct.pack("<d", b) for op, a, b in cases])
     bad = []
-    for n, (op, a, b) in enumerate(cases):
-        got = _float(res.stdout[8 * n: 8 * n + 8])
+    for got, (op, a, b) in zip(results, cases):
         want = _libm_more(op, a, b)
         allowed = 0 if op in MATH_EXACT or not math.isfinite(want) else 2 if op == "tan" else 1
         if _ulps(got, want) > allowed:
