@@ -13,7 +13,7 @@ import os
 import shlex
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -67,18 +67,24 @@ def build_executable(ir_text: str, out_path: str | Path,
     obj = native.emit_object(ir_text)
     t1 = time.perf_counter()
     out = Path(out_path)
-    obj_path = out.with_suffix(".o")  # beside the output, as the reference does
+    link_beside(obj, out, lambda obj_path: link(obj_path, out, libs, libdirs))
+    return BuildTimes(t1 - t0, time.perf_counter() - t1)
+
+
+def link_beside(obj: bytes, out: Path, link_object: Callable[[Path], None]) -> None:
+    """Write the object beside the output as `<output>.o` (as the reference does), link it, and
+    remove it whatever the link did (the wasm target links the same way)."""
+    obj_path = out.with_suffix(".o")
     if obj_path == out:
         obj_path = out.with_name(out.name + ".o")
     obj_path.write_bytes(obj)
     try:
-        link(obj_path, out, libs, libdirs)
+        link_object(obj_path)
     finally:
         try:
             obj_path.unlink()
         except OSError:
             pass
-    return BuildTimes(t1 - t0, time.perf_counter() - t1)
 
 
 def write_object(ir_text: str, out_path: str | Path) -> None:

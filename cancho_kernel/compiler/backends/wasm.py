@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..target import WASI_LLVM_TRIPLE, WASM32_WASIP1
-from .exe import BuildTimes, LinkError
+from .exe import BuildTimes, LinkError, link_beside
 
 # Where Debian's wasi-libc puts its start file; the sysroot is /usr there.
 DEBIAN_CRT1 = Path("/usr/lib/wasm32-wasi/crt1-command.o")
@@ -105,15 +105,7 @@ def build_wasm(ir_text: str, out_path: str | Path) -> BuildTimes:
     obj = native.emit_object(ir_text, WASM32_WASIP1)
     t1 = time.perf_counter()
     out = Path(out_path)
-    obj_path = out.with_name(out.name + ".o") if out.suffix in ("", ".o") else out.with_suffix(".o")
-    obj_path.write_bytes(obj)
-    try:
-        link(toolchain, obj_path, out)
-    finally:
-        try:
-            obj_path.unlink()
-        except OSError:
-            pass
+    link_beside(obj, out, lambda obj_path: link(toolchain, obj_path, out))
     return BuildTimes(t1 - t0, time.perf_counter() - t1)
 
 
