@@ -537,6 +537,17 @@ def bi_conn_connect_status(self: "BuiltinLowering", e, args):
     return n.sel(b.icmp_signed("<", rc, c32(0)), reason, b.sext(b.load(value, typ=I32), I64))
 
 
+def peer_form(n: Net, out: ir.Value, family: int, addr: ir.Value, at: int, port: tuple[ir.Value, ir.Value]) -> None:
+    """Write std.addr's form into `out`: the family (4 or 6), the address bytes found in the
+    sockaddr at `at` (4 or 16 of them), the port's two bytes at 17 and 18."""
+    b = n.b
+    b.store(ir.Constant(I8, family), n.at(out, 0))
+    for i in range(4 if family == 4 else 16):
+        b.store(n.load_at(addr, at + i, I8), n.at(out, 1 + i))
+    b.store(port[0], n.at(out, 17))
+    b.store(port[1], n.at(out, 18))
+
+
 @LOWERINGS.register("conn_peer")
 def bi_conn_peer(self: "BuiltinLowering", e, args):
     """The peer's address in std.addr's 19-byte form (family 4 or 6, sixteen address bytes, the
@@ -565,11 +576,7 @@ def bi_conn_peer(self: "BuiltinLowering", e, args):
     v4, v6 = n.block("peer.v4"), n.block("peer.v6")
     b.cbranch(b.icmp_unsigned("==", family, ir.Constant(I16, AF_INET)), v4, v6)
     b.position_at_end(v4)
-    b.store(ir.Constant(I8, 4), n.at(out, 0))
-    for i in range(4):
-        b.store(n.load_at(addr, 4 + i, I8), n.at(out, 1 + i))
-    b.store(port_hi, n.at(out, 17))
-    b.store(port_lo, n.at(out, 18))
+    peer_form(n, out, 4, addr, 4, (port_hi, port_lo))
     b.store(c64(0), answer)
     b.branch(done)
     b.position_at_end(v6)
@@ -587,19 +594,11 @@ def bi_conn_peer(self: "BuiltinLowering", e, args):
     plain4, plain6 = n.block("peer.mapped"), n.block("peer.plain6")
     b.cbranch(mapped, plain4, plain6)
     b.position_at_end(plain4)
-    b.store(ir.Constant(I8, 4), n.at(out, 0))
-    for i in range(4):
-        b.store(n.load_at(addr, 20 + i, I8), n.at(out, 1 + i))
-    b.store(port_hi, n.at(out, 17))
-    b.store(port_lo, n.at(out, 18))
+    peer_form(n, out, 4, addr, 20, (port_hi, port_lo))
     b.store(c64(0), answer)
     b.branch(done)
     b.position_at_end(plain6)
-    b.store(ir.Constant(I8, 6), n.at(out, 0))
-    for i in range(16):
-        b.store(n.load_at(addr, 8 + i, I8), n.at(out, 1 + i))
-    b.store(port_hi, n.at(out, 17))
-    b.store(port_lo, n.at(out, 18))
+    peer_form(n, out, 6, addr, 8, (port_hi, port_lo))
     b.store(c64(0), answer)
     b.branch(done)
     b.position_at_end(done)
