@@ -179,3 +179,21 @@ def test_kernelspec_files():
     for name in ("logo-32x32.png", "logo-64x64.png", "logo-svg.svg"):
         assert (ROOT / "kernelspec" / name).stat().st_size > 0
     assert (ROOT / "kernelspec" / "logo-64x64.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_program_arguments_that_start_with_a_dash_go_after_a_double_dash():
+    """`cut -d, -f2` in a cell: `%%run --args -d, -f2` read `-d,` as an option of %%run and
+    refused the cell; everything after `--` is the program's, and the refusal says so."""
+    from cancho_kernel.kernel.bench import parse_bench_options
+    from cancho_kernel.kernel.options import DirectiveError, Settings, parse_run_options
+
+    s = Settings()
+    assert parse_run_options("--timeout 5 -- -d, -f2", s).args == ["-d,", "-f2"]
+    assert parse_run_options("--args a -- -d, --timeout", s).args == ["a", "-d,", "--timeout"]
+    assert parse_run_options("--args first 'second arg' --timeout 10", s).args == ["first", "second arg"]
+    with pytest.raises(DirectiveError, match=r"after `--`"):
+        parse_run_options("--args -d, -f2", s)
+
+    class Ctx:
+        settings = s
+    assert parse_bench_options("prog -- -n 3", Ctx(), cell=False).args == ["-n", "3"]

@@ -37,7 +37,7 @@ from . import presentation as P
 from .claims import Claim, ClaimError
 from .cbaseline import CFailure, compile_baseline, split_flags
 from .directives import Body, Context, directive
-from .options import DirectiveError, RunOptions, _Parser, parse_seconds, split_args, stdin_of
+from .options import DirectiveError, RunOptions, _Parser, parse_seconds, stdin_of
 from .named import Program, valid_name
 from ..compiler.run import BACKENDS, Backend, RunFailed, build, interruptible
 
@@ -166,7 +166,7 @@ def parse_range(text: str) -> tuple[str, int, int, int]:
 
 def parse_bench_options(args: str, ctx: Context, cell: bool) -> BenchOptions:
     prog = "%%bench" if cell else "%bench"
-    ns = _bench_parser(prog, cell).parse_args(split_args(args))
+    ns = _bench_parser(prog, cell).parse_directive(args)
     interactive = cell and ns.interactive
     runs = ns.runs if ns.runs is not None else (3 if interactive else DEFAULT_RUNS)
     if ctx.settings.bench_runs is not None and not interactive:
@@ -501,7 +501,7 @@ def _c(ctx: Context, args: str, body: Body) -> None:
     p.add_argument("--stdin", default=None)
     p.add_argument("--stdin-file", default=None)
     p.add_argument("--args", nargs="*", default=[])
-    ns = p.parse_args(split_args(args))
+    ns = p.parse_directive(args)
     if not valid_name(ns.name):
         raise DirectiveError(f"%%c: `{ns.name}` is not a program name (letters, digits, _ . -)")
     if body.blank:

@@ -303,10 +303,12 @@ def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
 
 @directive("%%run", "%%run [--backend jit|exe] [--stdout pipe|/dev/full|/dev/null|file:PATH|closed|broken-pipe[:N]] "
            "[--stdin TEXT | --stdin-file PATH] [--args A B ...] [--timeout S] [--max-output N] [--memory N] "
-           "[--cpu S] [--processes N] [--expect-status N | --expect-signal SIG | --expect-trap] [--name NAME]",
+           "[--cpu S] [--processes N] [--expect-status N | --expect-signal SIG | --expect-trap] [--name NAME] "
+           "[-- ARGS ...]",
            "compile the cell with the session and run it with these options; without a `main` in the "
            "cell, the last `main` runs again; --name keeps the program for %bench. Limits apply to the "
-           "program only (see %limits); --stdin-file reads at most 64 MiB")
+           "program only (see %limits); --stdin-file reads at most 64 MiB; arguments after `--` are "
+           "the program's too, for those that start with `-` (`-- -d, -f2`)")
 def _run(ctx: Context, args: str, body: Body) -> None:
     opts = parse_run_options(args, ctx.settings)
     if body.blank:

@@ -84,7 +84,30 @@ class _Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
     def error(self, message: str) -> None:  # never exit the kernel
-        raise DirectiveError(f"{self.prog}: {message}")
+        hint = ""
+        if message.startswith("unrecognized arguments") and "--args" in self._arg_names:
+            hint = ("; the program's own arguments that start with `-` go after `--` "
+                    f"(`{self.prog} --args x -- -d, -f2`)")
+        raise DirectiveError(f"{self.prog}: {message}{hint}")
+
+    @property
+    def _arg_names(self) -> set[str]:
+        return {s for a in self._actions for s in a.option_strings}
+
+    def parse_directive(self, text: str) -> argparse.Namespace:
+        """Parse a directive's options; everything after a `--` belongs to the program and is
+        appended to its `--args` (so `cut -d, -f2` can be written `-- -d, -f2`)."""
+        tokens = split_args(text)
+        rest: list[str] = []
+        if "--" in tokens:
+            at = tokens.index("--")
+            tokens, rest = tokens[:at], tokens[at + 1:]
+            if "--args" not in self._arg_names:
+                raise DirectiveError(f"{self.prog}: takes no program arguments after `--`")
+        ns = self.parse_args(tokens)
+        if rest:
+            ns.args = list(ns.args or []) + rest
+        return ns
 
     def exit(self, status: int = 0, message: str | None = None) -> None:
         raise DirectiveError(message or f"{self.prog}: bad options")
@@ -391,7 +414,7 @@ def _check_caps(limits: RunLimits, settings: Settings) -> None:
 
 
 def parse_run_options(args: str, settings: Settings) -> RunOptions:
-    ns = _run_parser().parse_args(split_args(args))
+    ns = _run_parser().parse_directive(args)
     target = parse_stdout_target(ns.stdout, settings)
     limits = limits_of(ns, settings)
     _check_caps(limits, settings)
