@@ -588,4 +588,4 @@ class BuiltinLowering:
 
 
 # Lowerings kept in modules of their own (registered on import).
-from . import crypto, dirs, files, net, process, threads  # noqa: E402,F401
+from . import crypto, dirs, files, net, poller, process, threads  # noqa: E402,F401

@@ -98,9 +98,12 @@ SPAWN_OBJECT_WORDS = 64  # 512 bytes: glibc's file actions are 80, its attribute
 SIGSET_WORDS = 16        # 128 bytes: glibc's sigset_t
 # A `Child` is one word: the pid in the low half and its pidfd (or -1) in the high half.
 CHILD_PIDFD_SHIFT = 32
-# The signals `child_kill` sends and `child_wait` reports, as (std.signals bit, Linux number).
-SIGNAL_BITS: tuple[tuple[int, int], ...] = ((1, 1), (2, 2), (4, 3), (8, 15), (16, 10), (32, 12), (64, 14),
-                                            (128, 28), (256, 9))
+# The one table of signals by name: (std.signals bit, Linux number). A program claims the first
+# eight (`signals_watch`, codegen/poller.py); `child_kill` sends and `child_wait` reports all nine.
+SIGNALS: dict[str, tuple[int, int]] = {"HUP": (1, 1), "INT": (2, 2), "QUIT": (4, 3), "TERM": (8, 15),
+                                       "USR1": (16, 10), "USR2": (32, 12), "ALRM": (64, 14),
+                                       "WINCH": (128, 28), "KILL": (256, 9)}
+SIGNAL_BITS: tuple[tuple[int, int], ...] = tuple(SIGNALS.values())
 
 
 @dataclass(frozen=True)

@@ -101,7 +101,7 @@ def bi_spawn(self: "BuiltinLowering", e, args):
 def count_running(self: "BuiltinLowering", delta: int) -> None:
     """Keep the number of running threads where a signal claim looks for it (codegen/net.py:
     a claim is refused while a thread runs, since a thread's mask would still take the signal)."""
-    from .net import signal_state
+    from .poller import signal_state
 
     word = self.b.gep(signal_state(self.ml.module), [ir.Constant(I64, 0), ir.Constant(I64, 1)], inbounds=True)
     self.b.atomic_rmw("add", word, ir.Constant(I64, delta), "seq_cst")
