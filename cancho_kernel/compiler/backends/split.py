@@ -284,15 +284,7 @@ def split_ir(ir: str, memo: RefsMemo | None = None) -> Split:
         return out
 
     def type_defs(texts: list[str]) -> list[str]:
-        wanted: set[str] = set()
-        todo = [t for text in texts for t in _TYPE_REF.findall(text)]
-        while todo:
-            t = todo.pop()
-            if t in wanted or t not in types:
-                continue
-            wanted.add(t)
-            todo.extend(types[t].types)
-        return [e.text for e in entities if e.kind is Kind.TYPE and e.name in wanted]
+        return _type_closure(texts, types, entities)
 
     order = {Kind.TYPE: 0, Kind.DECLARE: 1, Kind.GLOBAL: 2, Kind.DEFINE: 3}
     lib_entities.sort(key=lambda e: (order[e.kind], e.name))
