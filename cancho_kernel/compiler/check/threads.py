@@ -8,22 +8,23 @@ escape check walks type arguments), `R` is what `join` gives back. Both cross `p
 pointer, so each must be one pointer-width leaf or none (`thread-payload-type`). The call
 performs `conc` and the worker's own row.
 
-A unique reference given to a thread is lent to it until the handle is joined: the body checker
-records a `Lease` (and, for `let a = r` copies of a unique reference, an `Alias`) that the
-linearity replay follows (linearity.py); a handle joined by name or a `spawn` joined where it is
-made ends the lease.
+A reference given to a thread is lent to it until the handle is joined: the body checker
+records a `Lease` that the linearity replay follows (linearity.py), together with the `Alias`
+events (aliasing.py) through which other bindings may reach the same object; a handle joined by
+name or a `spawn` joined where it is made ends the lease. A handle that comes back from a call
+(a function that spawns and returns the thread) lends that call's arguments the same way.
 
 Held by `BuiltinCalls` (builtin_calls.py), with a typed reference back to the body checker.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from .. import ast
 from ..diagnostics import Rule
 from . import linearity as L
+from .aliasing import THREAD_KEY, is_thread, named_locals
 from .refusals import fail, mismatch
 from .typed import CallKind, CallTarget, Local
 from .types import BOOL, BYTE, CPTR, INT, UNIT, Adt, Cap, FnT, Handle, LabelT, Ref, Slice, Type
@@ -31,7 +32,6 @@ from .types import BOOL, BYTE, CPTR, INT, UNIT, Adt, Cap, FnT, Handle, LabelT, R
 if TYPE_CHECKING:
     from .body import BodyChecker
 
-THREAD_KEY = "::Thread"
 # Owned capabilities with no run-time leaf that may move into a thread (the reference's allowlist:
 # `World` and `Split` are the root and the bundle, and stay with `main`).
 CROSSING_CAPS = frozenset({"Io", "Ffi", "Fs", "Args", "Heap", "Net", "Clock"})
@@ -42,10 +42,6 @@ CONC = LabelT("conc")
 def thread_type(payload: Type, result: Type) -> Adt:
     """The handle type `Thread[T, R]`."""
     return Adt(THREAD_KEY, "Thread", (payload, result))
-
-
-def is_thread(t: Type) -> bool:
-    return isinstance(t, Adt) and t.key == THREAD_KEY
 
 
 def crosses(t: Type) -> bool:
@@ -60,21 +56,6 @@ def crosses(t: Type) -> bool:
     if isinstance(t, Handle):
         return t.name in CROSSING_HANDLES
     return False
-
-
-def named_locals(e: ast.Node, chk: "BodyChecker") -> Iterator[Local]:
-    """Every local an already-checked expression names, in any position."""
-    stack: list[object] = [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, ast.Name):
-            r = chk.resolved.get(x)
-            if isinstance(r, Local):
-                yield r
-        if isinstance(x, ast.Node):
-            stack.extend(getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "span")
-        elif isinstance(x, (list, tuple)):
-            stack.extend(x)
 
 
 class ThreadCalls:
@@ -110,12 +91,8 @@ class ThreadCalls:
         if not crosses(ret):
             fail(Rule.THREAD_PAYLOAD_TYPE,
                  f"the function `spawn` runs returns `{ret}`, which cannot cross back from a real thread yet", body.span)
-        if isinstance(pt, Ref) and pt.unique:
-            sources = tuple(dict.fromkeys(named_locals(payload, chk)))
-            if sources:
-                lease = L.Lease(sources, e.span)
-                self.leases[id(e)] = lease
-                chk.emit(lease)
+        if isinstance(pt, Ref):
+            self.lend(e, chk.aliases.sources([payload], pt), not pt.unique)
         chk.performed |= {CONC, *bt.row}
         chk.resolved[e] = CallTarget(CallKind.BUILTIN, "spawn")
         return thread_type(pt, ret)
@@ -135,18 +112,36 @@ class ThreadCalls:
         chk.resolved[e] = CallTarget(CallKind.BUILTIN, "join")
         return ht.args[1]
 
+    def lend(self, e: ast.Call, sources: tuple, shared: bool) -> None:
+        if sources:
+            lease = L.Lease(sources, e.span, shared=shared)
+            self.leases[id(e)] = lease
+            self.chk.emit(lease)
+
+    def lent_through(self, loc: Local) -> tuple:
+        """What a read of `loc` may reach: a handle stands for what its thread was lent."""
+        if not is_thread(self.rel.zonk(loc.ty)):
+            return (loc,)
+        return tuple(s for lease in self.leases.values() if lease.handle is loc for s in lease.sources)
+
     def bound(self, value: ast.Expr, loc: Local) -> None:
-        """After `let x = value;`: a handle takes over its `spawn`'s lease, and a copy of a unique
-        reference is the same reference to a lease (`Alias`)."""
+        """After `let x = value;`: a handle takes over its `spawn`'s lease, or the lease of a
+        handle it is moved from; a handle a call gives back lends that call's arguments."""
+        t = self.rel.zonk(loc.ty)
+        if not is_thread(t):
+            return
         lease = self.leases.get(id(value)) if isinstance(value, ast.Call) else None
+        if lease is None:
+            moved = [l for l in self.leases.values() for s in named_locals(value, self.chk) if l.handle is s]
+            if moved:
+                for l in moved:
+                    l.handle = loc
+                return
+            if isinstance(value, ast.Call) and self.chk.aliases.holds_ref(t.args[0]):
+                self.lend(value, self.chk.aliases.sources(value.args, t.args[0]), not self.chk.aliases.holds_unique(t.args[0]))
+                lease = self.leases.get(id(value))
         if lease is not None:
             lease.handle = loc
-            return
-        t = self.rel.zonk(loc.ty)
-        if isinstance(t, Ref) and t.unique:
-            sources = tuple(s for s in dict.fromkeys(named_locals(value, self.chk)) if s is not loc)
-            if sources:
-                self.chk.emit(L.Alias(loc, sources))
 
     def fork_heap(self, e: ast.Call) -> Type:
         """`fork_heap(h: &!x Heap) -> [heap] Heap`: a second owned `Heap` for a worker."""
