@@ -185,6 +185,25 @@ class Gen:
                    f"{w} = {ch.expr};", f"{i} = {i} + 1;", "}"]
         ch.expr = w
 
+    def match_var(self, ch: Chain) -> None:
+        w, m, q = self.fresh("w"), self.fresh("m"), self.fresh("q")
+        ch.pre += [f"var {w}: &!o Counter = {self.other(ch.obj)};", f"let {m} = Maybe::Some({ch.expr});",
+                   f"match {m} {{", f"Maybe::Some({q}) => {{", f"{w} = {q};", "}", "Maybe::Nothing => {}", "}"]
+        ch.expr = w
+
+    def arena(self, ch: Chain) -> None:
+        a, b = self.fresh("ar"), self.fresh("b")
+        ch.pre += [f"region {a} {{", f"let {b} = alloc[{a}](Holder {{ v: {ch.expr}, k: 2 }});"]
+        ch.close = ["}"] + ch.close
+        ch.expr = f"{b}.v"
+
+    def slice(self, ch: Chain) -> None:
+        a, b, w = self.fresh("ar"), self.fresh("sl"), self.fresh("w")
+        ch.pre += [f"let {w}: &!o Counter = {self.other(ch.obj)};", f"region {a} {{",
+                   f"let {b} = alloc_slice[{a}](2, {w});", f"{b}[1] = {ch.expr};"]
+        ch.close = ["}"] + ch.close
+        ch.expr = f"{b}[1]"
+
     def returned(self, ch: Chain) -> None:
         ch.expr = f"same({ch.expr})"
 
@@ -199,7 +218,7 @@ class Gen:
 
 Gen.FORMS = {name: getattr(Gen, name) for name in
              ("copy", "tuple", "tuple_let", "field", "enum_match", "enum_borrowed", "var", "if_var", "loop_var",
-              "returned")}
+              "match_var", "arena", "slice", "returned")}
 SITES = ("direct_w", "direct_r", "handle", "params_w", "params_r", "after_join")
 
 

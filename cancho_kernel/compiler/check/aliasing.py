@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from .. import ast
 from . import linearity as L
 from .typed import Local
-from .types import Param, Ref, Type, Var, children, walk
+from .types import FnT, Param, Ref, Type, Var, children
 
 if TYPE_CHECKING:
     from .body import BodyChecker
@@ -61,7 +61,17 @@ class Aliases:
     # ------------------------------------------------------------ types
 
     def refs(self, t: Type) -> list[Ref]:
-        return [x for x in walk(self.rel.zonk(t)) if isinstance(x, Ref)]
+        """The references a value of type `t` holds (a captureless function value holds none)."""
+        out: list[Ref] = []
+        stack = [self.rel.zonk(t)]
+        while stack:
+            x = stack.pop()
+            if isinstance(x, FnT):
+                continue
+            if isinstance(x, Ref):
+                out.append(x)
+            stack.extend(children(x))
+        return out
 
     def holds_ref(self, t: Type) -> bool:
         return bool(self.refs(t))
