@@ -74,6 +74,13 @@ fn race_w[&a, &b](x: &!a Counter, y: &!b Counter) -> [conc] int {
     return join(t);
 }
 """,
+    "work_h": """
+fn work_h[&r, &s](h: &!r Holder[&!s Counter]) -> [] int {
+    let c = h.v;
+    c.n = c.n + 1;
+    return 0;
+}
+""",
     "race_r": """
 fn race_r[&a, &b](x: &!a Counter, y: &!b Counter) -> [conc] int {
     let f = work;
@@ -219,7 +226,7 @@ class Gen:
 Gen.FORMS = {name: getattr(Gen, name) for name in
              ("copy", "tuple", "tuple_let", "field", "enum_match", "enum_borrowed", "var", "if_var", "loop_var",
               "match_var", "arena", "slice", "returned")}
-SITES = ("direct_w", "direct_r", "handle", "params_w", "params_r", "after_join")
+SITES = ("direct_w", "direct_r", "handle", "holder", "params_w", "params_r", "after_join")
 
 
 def parent_op(gen: Gen, y: str, write: bool) -> str:
@@ -240,6 +247,11 @@ def spawn_site(gen: Gen, site: str, x: Chain, y: Chain, write: bool) -> tuple[li
                 f"r = join({t});"], set(), same and write
     if site == "handle":
         return [f"let {t} = start({x.expr});", parent_op(gen, y.expr, write), f"r = join({t});"], {"start"}, same
+    if site == "holder":  # the thread writes through a `&!` it reads out of a struct it is lent
+        h, hh = gen.fresh("hold"), gen.fresh("hh")
+        return [f"var {h} = Holder {{ v: {x.expr}, k: 0 }};", f"borrow mut {h} as &!{hh} in {{",
+                f"let wh = work_h;", f"let {t} = spawn({hh}, wh);", parent_op(gen, y.expr, write), f"r = join({t});",
+                "}"], {"work_h"}, same
     if site in ("params_w", "params_r"):
         fn = site.replace("params", "race")
         return [f"r = {fn}({x.expr}, {y.expr});"], {fn}, same
