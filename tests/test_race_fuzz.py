@@ -74,6 +74,12 @@ fn race_w[&a, &b](x: &!a Counter, y: &!b Counter) -> [conc] int {
     return join(t);
 }
 """,
+    "start_pair": """
+fn start_pair[&r](c: &!r Counter) -> [conc] (Thread[&!r Counter, int], int) {
+    let f = work;
+    return (spawn(c, f), 1);
+}
+""",
     "work_h": """
 fn work_h[&r, &s](h: &!r Holder[&!s Counter]) -> [] int {
     let c = h.v;
@@ -226,7 +232,7 @@ class Gen:
 Gen.FORMS = {name: getattr(Gen, name) for name in
              ("copy", "tuple", "tuple_let", "field", "enum_match", "enum_borrowed", "var", "if_var", "loop_var",
               "match_var", "arena", "slice", "returned")}
-SITES = ("direct_w", "direct_r", "handle", "holder", "params_w", "params_r", "after_join")
+SITES = ("direct_w", "direct_r", "handle", "handle_pair", "spawn_pair", "holder", "params_w", "params_r", "after_join")
 
 
 def parent_op(gen: Gen, y: str, write: bool) -> str:
@@ -247,6 +253,14 @@ def spawn_site(gen: Gen, site: str, x: Chain, y: Chain, write: bool) -> tuple[li
                 f"r = join({t});"], set(), same and write
     if site == "handle":
         return [f"let {t} = start({x.expr});", parent_op(gen, y.expr, write), f"r = join({t});"], {"start"}, same
+    if site == "handle_pair":  # the handle comes back inside a tuple
+        k = gen.fresh("k")
+        return [f"let ({t}, {k}) = start_pair({x.expr});", parent_op(gen, y.expr, write), f"r = join({t}) + {k};"], \
+            {"start_pair"}, same
+    if site == "spawn_pair":  # a tuple holding a `spawn`, taken apart, joined before the other access
+        pr, u, k = gen.fresh("pr"), gen.fresh("u"), gen.fresh("k")
+        return [f"let {pr} = (spawn({x.expr}, work_f), 1);", f"let ({u}, {k}) = {pr};", f"r = join({u}) + {k};",
+                parent_op(gen, y.expr, write)], set(), False
     if site == "holder":  # the thread writes through a `&!` it reads out of a struct it is lent
         h, hh = gen.fresh("hold"), gen.fresh("hh")
         return [f"var {h} = Holder {{ v: {x.expr}, k: 0 }};", f"borrow mut {h} as &!{hh} in {{",

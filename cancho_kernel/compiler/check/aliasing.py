@@ -35,19 +35,25 @@ def is_thread(t: Type) -> bool:
     return getattr(t, "key", None) == THREAD_KEY
 
 
-def named_locals(e: object, chk: "BodyChecker") -> Iterator[Local]:
-    """Every local an already-checked expression names, in any position."""
+def ast_nodes(e: object) -> Iterator[ast.Node]:
+    """Every node of an expression, itself included."""
     stack: list[object] = [e]
     while stack:
         x = stack.pop()
+        if isinstance(x, ast.Node):
+            yield x
+            stack.extend(getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "span")
+        elif isinstance(x, (list, tuple)):
+            stack.extend(x)
+
+
+def named_locals(e: object, chk: "BodyChecker") -> Iterator[Local]:
+    """Every local an already-checked expression names, in any position."""
+    for x in ast_nodes(e):
         if isinstance(x, ast.Name):
             r = chk.resolved.get(x)
             if isinstance(r, Local):
                 yield r
-        if isinstance(x, ast.Node):
-            stack.extend(getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "span")
-        elif isinstance(x, (list, tuple)):
-            stack.extend(x)
 
 
 class Aliases:
@@ -61,12 +67,13 @@ class Aliases:
     # ------------------------------------------------------------ types
 
     def refs(self, t: Type) -> list[Ref]:
-        """The references a value of type `t` holds (a captureless function value holds none)."""
+        """The references a value of type `t` holds: a captureless function value holds none,
+        and a thread's handle none the spawning thread can reach (`join` gives its result back)."""
         out: list[Ref] = []
         stack = [self.rel.zonk(t)]
         while stack:
             x = stack.pop()
-            if isinstance(x, FnT):
+            if isinstance(x, FnT) or is_thread(x):
                 continue
             if isinstance(x, Ref):
                 out.append(x)
@@ -120,7 +127,7 @@ class Aliases:
     def bind(self, slot: Local, *values: object) -> None:
         """`slot` now holds (part of) `values`: a `let`, a pattern, an arm binding, `x = v`.
         A thread's handle is followed by its lease instead (check/threads.py)."""
-        if not self.holds_ref(slot.ty) or is_thread(self.rel.zonk(slot.ty)):
+        if not self.holds_ref(slot.ty):
             return
         found = self.sources(values, slot.ty, slot)
         if found:

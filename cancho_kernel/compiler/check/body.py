@@ -384,6 +384,7 @@ class BodyChecker:
         ftypes = dict(fields)
         self.bindings[s] = tuple(self.declare(f.name, ftypes[f.name], False, f.span, LocalKind.FIELD) for f in s.fields)
         for loc in self.bindings[s]:
+            self.builtin_calls.threads.bound(s.value, loc)
             self.aliases.bind(loc, s.value)
 
     def assign(self, s: ast.Assign) -> None:

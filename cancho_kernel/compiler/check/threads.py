@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 from .. import ast
 from ..diagnostics import Rule
 from . import linearity as L
-from .aliasing import THREAD_KEY, is_thread, named_locals
+from .aliasing import THREAD_KEY, ast_nodes, is_thread, named_locals
 from .refusals import fail, mismatch
 from .typed import CallKind, CallTarget, Local
-from .types import BOOL, BYTE, CPTR, INT, UNIT, Adt, Cap, FnT, Handle, LabelT, Ref, Slice, Type
+from .types import BOOL, BYTE, CPTR, INT, UNIT, Adt, Cap, FnT, Handle, LabelT, Ref, Slice, Type, walk
 
 if TYPE_CHECKING:
     from .body import BodyChecker
@@ -66,6 +66,8 @@ class ThreadCalls:
         self.rel = chk.rel
         # The lease each `spawn` call made (none for a payload that is no unique reference).
         self.leases: dict[int, L.Lease] = {}
+        # Leases of handles given back by other calls (a function that spawns and returns).
+        self.call_leases: list[L.Lease] = []
 
     def spawn(self, e: ast.Call) -> Type:
         chk = self.chk
@@ -118,30 +120,48 @@ class ThreadCalls:
             self.leases[id(e)] = lease
             self.chk.emit(lease)
 
+    def all_leases(self) -> list[L.Lease]:
+        return [*self.leases.values(), *self.call_leases]
+
     def lent_through(self, loc: Local) -> tuple:
         """What a read of `loc` may reach: a handle stands for what its thread was lent."""
         if not is_thread(self.rel.zonk(loc.ty)):
             return (loc,)
-        return tuple(s for lease in self.leases.values() if lease.handle is loc for s in lease.sources)
+        return tuple(s for lease in self.all_leases() if lease.handle is loc for s in lease.sources)
+
+    def threads_in(self, t: Type) -> list[Adt]:
+        """The thread handle types a value of type `t` holds (itself, or inside a tuple, ...)."""
+        return [x for x in walk(self.rel.zonk(t)) if is_thread(x)]
 
     def bound(self, value: ast.Expr, loc: Local) -> None:
-        """After `let x = value;`: a handle takes over its `spawn`'s lease, or the lease of a
-        handle it is moved from; a handle a call gives back lends that call's arguments."""
-        t = self.rel.zonk(loc.ty)
-        if not is_thread(t):
+        """`loc` is bound from `value` (a `let`, a pattern, an arm): if it holds a thread's
+        handle, it takes over the lease of a `spawn` inside `value` or of the binding it is moved
+        from; a handle that a call gives back lends that call's arguments until it is joined."""
+        if not self.threads_in(loc.ty):
             return
-        lease = self.leases.get(id(value)) if isinstance(value, ast.Call) else None
-        if lease is None:
-            moved = [l for l in self.leases.values() for s in named_locals(value, self.chk) if l.handle is s]
-            if moved:
-                for l in moved:
-                    l.handle = loc
-                return
-            if isinstance(value, ast.Call) and self.chk.aliases.holds_ref(t.args[0]):
-                self.lend(value, self.chk.aliases.sources(value.args, t.args[0]), not self.chk.aliases.holds_unique(t.args[0]))
-                lease = self.leases.get(id(value))
-        if lease is not None:
-            lease.handle = loc
+        named = list(named_locals(value, self.chk))
+        calls = [x for x in ast_nodes(value) if isinstance(x, ast.Call)]
+        made_here = {id(c) for c in calls}
+        taken = False
+        for key, lease in self.leases.items():
+            if (lease.handle is None and key in made_here) or any(lease.handle is n for n in named):
+                lease.handle, taken = loc, True
+        for lease in self.call_leases:
+            if any(lease.handle is n for n in named):
+                lease.handle, taken = loc, True
+        if taken:
+            return
+        aliases = self.chk.aliases
+        for c in calls:
+            if id(c) in self.leases or c not in self.chk.expr_types:
+                continue
+            for th in self.threads_in(self.chk.expr_types[c]):
+                payload = th.args[0]
+                found = aliases.sources(c.args, payload) if aliases.holds_ref(payload) else ()
+                if found:
+                    lease = L.Lease(found, c.span, loc, shared=not aliases.holds_unique(payload))
+                    self.call_leases.append(lease)
+                    self.chk.emit(lease)
 
     def fork_heap(self, e: ast.Call) -> Type:
         """`fork_heap(h: &!x Heap) -> [heap] Heap`: a second owned `Heap` for a worker."""
