@@ -1,13 +1,13 @@
 """Which bindings may reach one object through a reference, for the thread leases.
 
-A `&!r T` is `val` (the reference's docs/aliasing.md §1): every copy reaches the same object, and
-a copy can hide inside any value — a tuple, a struct field, an enum payload, a `var` assigned
-later, a function's result or a parameter given the same reference twice. A `spawn` that lends a
-unique reference must lend every binding that may reach the same object, or the spawning thread
-writes it while the worker does (the reference's docs/threads.md §3, correction). So the body
-checker records an `Alias` event for every binding, assignment, parameter pair and call through
-which two bindings may come to reach one object, and the linearity replay joins them into one
-class, flow-insensitively (sound for every branch and loop iteration at once; linearity.py).
+A `&!r T` is `val`: every copy reaches the same object, and a copy can hide inside any value — a
+tuple, a struct field, an enum payload, a `var` assigned later, a function's result or a
+parameter given the same reference twice. A `spawn` that lends a unique reference must lend every
+binding that may reach the same object, or the spawning thread writes it while the worker does
+(docs/decisions.md, "A `&!` lent to a thread, through every alias"). So the body checker records
+an `Alias` event for every binding, assignment, borrow, parameter pair and call through which two
+bindings may come to reach one object, and the linearity replay joins them into one class,
+flow-insensitively (sound for every branch and loop iteration at once; linearity.py).
 
 Two bindings may reach one object only if a reference inside one may point into what a reference
 inside the other points to: their referent types contain one another (a `&!i Io` never reaches a
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Iterable, Iterator
 from .. import ast
 from . import linearity as L
 from .typed import Local
-from .types import FnT, Param, Ref, Type, Var, children
+from .types import STATIC, FnT, Param, Ref, Type, Var, children, map_type
 
 if TYPE_CHECKING:
     from .body import BodyChecker
@@ -101,14 +101,19 @@ class Aliases:
             parts += [ft for _, ft in types.fields(outer)]
         elif types.is_enum(outer):
             parts += [p for _, ps in types.variants(outer) for p in ps]
-        got = any(self.contains(self.rel.zonk(p), inner) for p in parts)
+        got = any(self.contains(self.erased(p), inner) for p in parts)
         self._contains[key] = got
         return got
 
+    def erased(self, t: Type) -> Type:
+        """`t` with every region made one: a value may be seen under a shorter region than the
+        one it was made with, so regions never tell two objects apart."""
+        return map_type(self.rel.zonk(t), lambda x: None, lambda r: STATIC)
+
     def may_overlap(self, a: Type, b: Type) -> bool:
         """May a reference inside `a` and one inside `b` reach the same object?"""
-        return any(self.contains(self.rel.zonk(x.target), self.rel.zonk(y.target)) or
-                   self.contains(self.rel.zonk(y.target), self.rel.zonk(x.target))
+        return any(self.contains(self.erased(x.target), self.erased(y.target)) or
+                   self.contains(self.erased(y.target), self.erased(x.target))
                    for x in self.refs(a) for y in self.refs(b))
 
     # ------------------------------------------------------------ events
