@@ -11,6 +11,10 @@ slice element of a scalar (1 for `byte`; an aggregate its run-time stride) and c
 allocation is made. Exceeding either is
 `static-item` at the static being evaluated, long before the compiler's own memory is at risk.
 Scalar slices are held in `array`s, so the evaluator's memory is what the budget counts.
+
+Aggregates are values, as at run time: a tuple is a Python tuple, a struct a `StructV` (its fields
+by name) and an enum an `EnumV` (variant and payload); an update through a `&!` replaces the
+borrowed binding's whole value, so no two bindings ever share a mutable aggregate.
 """
 
 from __future__ import annotations
