@@ -7,7 +7,8 @@ of the enum —, a `var` assigned directly, in an `if` arm or in a loop, a funct
 gives the result to a thread (`spawn` here, inside a function that returns the handle, or inside
 a function given both references as parameters) that writes or reads it through a shared copy,
 while the spawning thread writes or reads a counter reached through another such chain, before
-or after `join`. The generator knows which counter each chain reaches, so it knows whether the
+or after `join`; or lends a struct holding it to one thread, or shares a `&` of that struct with
+two. A second family borrows both counters shared: readers only, which must all be accepted. The generator knows which counter each chain reaches, so it knows whether the
 program races.
 
 For every program the checker accepts, the executable is run under valgrind's helgrind (a
@@ -57,6 +58,10 @@ fn look[&r](c: &r Counter) -> [] int {
 fn same[&r](c: &!r Counter) -> [] &!r Counter {
     return c;
 }
+
+fn same_s[&r](c: &r Counter) -> [] &r Counter {
+    return c;
+}
 """
 
 HELPERS = {
@@ -82,6 +87,13 @@ fn start_pair[&r](c: &!r Counter) -> [conc] (Thread[&!r Counter, int], int) {
 """,
     "work_h": """
 fn work_h[&r, &s](h: &!r Holder[&!s Counter]) -> [] int {
+    let c = h.v;
+    c.n = c.n + 1;
+    return 0;
+}
+""",
+    "work_hs": """
+fn work_hs[&r, &s](h: &r Holder[&!s Counter]) -> [] int {
     let c = h.v;
     c.n = c.n + 1;
     return 0;
@@ -134,9 +146,12 @@ class Program:
 
 
 class Gen:
-    def __init__(self, rng: random.Random):
+    def __init__(self, rng: random.Random, shared: bool = False):
         self.rng = rng
         self.n = 0
+        self.shared = shared  # both counters borrowed shared (`&p`, `&o`): nothing may race
+        self.ref = "&o Counter" if shared else "&!o Counter"
+        self.same = "same_s" if shared else "same"
 
     def fresh(self, stem: str) -> str:
         self.n += 1
@@ -182,25 +197,25 @@ class Gen:
 
     def var(self, ch: Chain) -> None:
         w = self.fresh("w")
-        ch.pre += [f"var {w}: &!o Counter = {self.other(ch.obj)};", f"{w} = {ch.expr};"]
+        ch.pre += [f"var {w}: {self.ref} = {self.other(ch.obj)};", f"{w} = {ch.expr};"]
         ch.expr = w
 
     def if_var(self, ch: Chain) -> None:
         w, k = self.fresh("w"), self.rng.randint(0, 1)
-        ch.pre += [f"var {w}: &!o Counter = {self.other(ch.obj)};", f"if flag == {k} {{", f"{w} = {ch.expr};", "}"]
+        ch.pre += [f"var {w}: {self.ref} = {self.other(ch.obj)};", f"if flag == {k} {{", f"{w} = {ch.expr};", "}"]
         if k == 0:  # `flag` is 1: the arm does not run
             ch.obj = "d" if ch.obj == "c" else "c"
         ch.expr = w
 
     def loop_var(self, ch: Chain) -> None:
         w, i = self.fresh("w"), self.fresh("i")
-        ch.pre += [f"var {w}: &!o Counter = {self.other(ch.obj)};", f"var {i} = 0;", f"while {i} < 2 {{",
+        ch.pre += [f"var {w}: {self.ref} = {self.other(ch.obj)};", f"var {i} = 0;", f"while {i} < 2 {{",
                    f"{w} = {ch.expr};", f"{i} = {i} + 1;", "}"]
         ch.expr = w
 
     def match_var(self, ch: Chain) -> None:
         w, m, q = self.fresh("w"), self.fresh("m"), self.fresh("q")
-        ch.pre += [f"var {w}: &!o Counter = {self.other(ch.obj)};", f"let {m} = Maybe::Some({ch.expr});",
+        ch.pre += [f"var {w}: {self.ref} = {self.other(ch.obj)};", f"let {m} = Maybe::Some({ch.expr});",
                    f"match {m} {{", f"Maybe::Some({q}) => {{", f"{w} = {q};", "}", "Maybe::Nothing => {}", "}"]
         ch.expr = w
 
@@ -212,13 +227,13 @@ class Gen:
 
     def slice(self, ch: Chain) -> None:
         a, b, w = self.fresh("ar"), self.fresh("sl"), self.fresh("w")
-        ch.pre += [f"let {w}: &!o Counter = {self.other(ch.obj)};", f"region {a} {{",
+        ch.pre += [f"let {w}: {self.ref} = {self.other(ch.obj)};", f"region {a} {{",
                    f"let {b} = alloc_slice[{a}](2, {w});", f"{b}[1] = {ch.expr};"]
         ch.close = ["}"] + ch.close
         ch.expr = f"{b}[1]"
 
     def returned(self, ch: Chain) -> None:
-        ch.expr = f"same({ch.expr})"
+        ch.expr = f"{self.same}({ch.expr})"
 
     FORMS: dict[str, Callable] = {}
 
@@ -232,7 +247,7 @@ class Gen:
 Gen.FORMS = {name: getattr(Gen, name) for name in
              ("copy", "tuple", "tuple_let", "field", "enum_match", "enum_borrowed", "var", "if_var", "loop_var",
               "match_var", "arena", "slice", "returned")}
-SITES = ("direct_w", "direct_r", "handle", "handle_pair", "spawn_pair", "holder", "params_w", "params_r", "after_join")
+SITES = ("direct_w", "direct_r", "handle", "handle_pair", "spawn_pair", "holder", "shared_holder", "params_w", "params_r", "after_join")
 
 
 def parent_op(gen: Gen, y: str, write: bool) -> str:
@@ -245,6 +260,10 @@ def spawn_site(gen: Gen, site: str, x: Chain, y: Chain, write: bool) -> tuple[li
     """The lines that lend `x` to a thread, the helpers they need, and whether they race."""
     same = x.obj == y.obj
     t = gen.fresh("th")
+    if site == "readers":  # shared borrows only: two reader threads and the spawner reading
+        u = gen.fresh("u")
+        return [f"let {t} = spawn({x.expr}, look_f);", f"let {u} = spawn({y.expr}, look_f);",
+                f"r = look({x.expr}) + look({y.expr}) + join({t}) + join({u});"], set(), False
     if site == "direct_w":
         return [f"let {t} = spawn({x.expr}, work_f);", parent_op(gen, y.expr, write), f"r = join({t});"], set(), same
     if site == "direct_r":
@@ -266,6 +285,11 @@ def spawn_site(gen: Gen, site: str, x: Chain, y: Chain, write: bool) -> tuple[li
         return [f"var {h} = Holder {{ v: {x.expr}, k: 0 }};", f"borrow mut {h} as &!{hh} in {{",
                 f"let wh = work_h;", f"let {t} = spawn({hh}, wh);", parent_op(gen, y.expr, write), f"r = join({t});",
                 "}"], {"work_h"}, same
+    if site == "shared_holder":  # a second thread shares the struct: both write through its `&!`
+        h, hs, u = gen.fresh("hold"), gen.fresh("hs"), gen.fresh("u")
+        return [f"var {h} = Holder {{ v: {x.expr}, k: 0 }};", f"borrow {h} as &{hs} in {{", "let ws = work_hs;",
+                f"let {t} = spawn({hs}, ws);", f"let {u} = spawn({hs}, ws);", f"r = join({t}) + join({u});", "}",
+                parent_op(gen, y.expr, write)], {"work_hs"}, True
     if site in ("params_w", "params_r"):
         fn = site.replace("params", "race")
         return [f"r = {fn}({x.expr}, {y.expr});"], {fn}, same
@@ -277,6 +301,7 @@ def program(gen: Gen, x_forms: list[str], y_forms: list[str], x_obj: str, y_obj:
     x = gen.chain(x_obj, x_forms)
     y = gen.chain(y_obj, y_forms)
     lines, helpers, races = spawn_site(gen, site, x, y, write)
+    mut, bang = ("", "") if gen.shared else ("mut ", "!")
     body = x.pre + y.pre + lines + y.close + x.close
     inner = "\n".join(" " * 12 + ln for ln in body)
     run = f"""
@@ -287,8 +312,8 @@ fn run() -> [conc] int {{
     var flag = 1;
     let work_f = work;
     let look_f = look;
-    borrow mut c as &!p in {{
-        borrow mut d as &!o in {{
+    borrow {mut}c as &{bang}p in {{
+        borrow {mut}d as &{bang}o in {{
 {inner}
         }}
     }}
@@ -305,6 +330,19 @@ def single_forms() -> list[Program]:
     gen = Gen(random.Random(0))
     return [program(gen, [f], [], "c", "c", "direct_w", True) for f in Gen.FORMS] + \
         [program(gen, ["copy"], [], "c", "c", site, True) for site in SITES]
+
+
+SHARED_FORMS = ("copy", "tuple", "tuple_let", "field", "enum_match", "enum_borrowed", "var", "if_var", "loop_var",
+                "match_var", "returned")
+
+
+def shared_programs(seed: int, count: int) -> list[Program]:
+    """Programs whose counters are borrowed shared: every one must be accepted and race-free."""
+    rng = random.Random(seed)
+    gen = Gen(rng, shared=True)
+    return [program(gen, [rng.choice(SHARED_FORMS) for _ in range(rng.randint(0, 3))],
+                    [rng.choice(SHARED_FORMS) for _ in range(rng.randint(0, 2))], rng.choice("cd"), rng.choice("cd"),
+                    "readers", False) for _ in range(count)]
 
 
 def random_programs(seed: int, count: int) -> list[Program]:
@@ -370,11 +408,24 @@ def test_random_programs(prog: Program, tmp_path: Path) -> None:
     check(prog, tmp_path)
 
 
+def check_shared(prog: Program, tmp: Path) -> None:
+    v = judge(prog, tmp)
+    assert v.accepted, f"only shared borrows, refused with `{v.rule}`:\n{prog.source}"
+    assert v.race_report is None, f"helgrind reports a race:\n{prog.source}\n{v.race_report[-3000:]}"
+
+
+@pytest.mark.parametrize("prog", shared_programs(7, 8), ids=lambda p: "-".join(p.forms))
+def test_shared_borrows_are_accepted_and_race_free(prog: Program, tmp_path: Path) -> None:
+    check_shared(prog, tmp_path)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", range(10))
 def test_random_programs_many(seed: int, tmp_path: Path) -> None:
     for prog in random_programs(1000 + seed, 40):
         check(prog, tmp_path)
+    for prog in shared_programs(2000 + seed, 10):
+        check_shared(prog, tmp_path)
 
 
 def test_generator_covers_every_form_and_site() -> None:
