@@ -1,4 +1,5 @@
-"""A library notebook as an HTML page (nbconvert's ``lab`` template, extended) and the small pieces
+"""A library notebook as an HTML page (nbconvert's ``lab`` template, extended by the package's
+``cancho`` template in ``nbconvert_templates/``) and the small pieces
 of text the library's index shares with it (issue 23, items 3, 5 and 6):
 
 * every image carries its output's ``alt`` metadata (a bench plot says what it shows; nbconvert's
@@ -23,32 +24,7 @@ from .library_run import Failure
 BINDER = "https://mybinder.org/v2/gh"
 _INLINE_TAGS = ("code", "em", "strong")
 
-TEMPLATE = r"""{%- extends 'index.html.j2' -%}
-{%- block body_header -%}
-{{ super() }}
-{%- set lib = resources.get('cancho_library', {}) -%}
-{%- if lib.binder or lib.failure -%}
-<div class="cancho-library-banner" style="font-family:sans-serif;padding:.6em 1em;border-bottom:1px solid #ddd">
-{%- if lib.binder %}<a class="cancho-binder" href="{{ lib.binder | escape_html }}">Run this notebook on Binder</a>
-(no installation: a JupyterLab in your browser, with the cancho kernel){% endif -%}
-{%- if lib.failure %}<p class="cancho-failed" style="color:#b00020;margin:.4em 0 0">FAILED in this run at
-<a style="color:#b00020" href="#{{ ('cell-id=' ~ lib.failure.cell_id) | escape_html }}"><code>{{ lib.failure.first_line
-| escape_html }}</code></a>: {{ lib.failure.message | escape_html }}</p>{% endif -%}
-</div>
-{%- endif -%}
-{%- endblock body_header -%}
-{% block data_png scoped %}
-<div class="jp-RenderedImage jp-OutputArea-output {{ extra_class }}">
-<img src="data:image/png;base64,{{ output.data['image/png'] | escape_html }}"
-{%- set width=output | get_metadata('width', 'image/png') -%}
-{%- if width is not none %} width={{ width | escape_html }}{% endif -%}
-{%- set height=output | get_metadata('height', 'image/png') -%}
-{%- if height is not none %} height={{ height | escape_html }}{% endif -%}
-{%- set alttext=(output | get_metadata('alt', 'image/png')) or (cell | get_metadata('alt')) -%}
-{%- if alttext %} alt="{{ alttext | escape_html }}"{% endif %}>
-</div>
-{%- endblock data_png %}
-"""
+TEMPLATES = Path(__file__).resolve().parent / "nbconvert_templates"   # cancho/: conf.json, index.html.j2
 
 
 @dataclass(frozen=True)
@@ -98,12 +74,11 @@ def inline_text(markdown: str) -> str:
 
 
 def exporter():
-    """nbconvert's HTML exporter with the library's template (alt text, banner)."""
-    from jinja2 import DictLoader
+    """nbconvert's HTML exporter with the package's ``cancho`` template (alt text, banner),
+    the one a wheel also installs for ``jupyter nbconvert --template cancho``."""
     from nbconvert import HTMLExporter
 
-    return HTMLExporter(extra_loaders=[DictLoader({"cancho_library.html.j2": TEMPLATE})],
-                        template_file="cancho_library.html.j2")
+    return HTMLExporter(template_name="cancho", extra_template_basedirs=[str(TEMPLATES)])
 
 
 def export(nb, binder: str | None, failure: Failure | None) -> str:

@@ -154,7 +154,7 @@ def index_html(items: list[Built], repo: Repository | None = None) -> str:
                     f"<td>{html.escape(e.verdict) or '—'}</td><td>{thumb}</td></tr>")
     return ("<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>cancho notebooks</title>"
             "<style>body{font-family:sans-serif;margin:2em;max-width:90em}td,th{border-bottom:1px solid #ddd;"
-            "padding:.5em;vertical-align:top;text-align:left}</style></head><body>"
+            "padding:.5em;vertical-align:top;text-align:left}td:nth-child(2){min-width:14em}</style></head><body>"
             "<h1>The cancho notebook library</h1><p>Design documents of the reference implementation, "
             "re-run on this machine with cancho-kernel. Each page is an executed notebook; <i>this run</i> says "
             "what happened when it was executed (a claim fails its notebook; a figure is shown beside the "
@@ -214,13 +214,15 @@ def _build_one(path: Path, out: Path, execute: bool, timeout: int, repo: Reposit
 
 
 def _progress(b: Built) -> str:
+    """The rest of a notebook's progress line: ``ok 12 s, claims held 3/3`` or ``FAILED 4 s,
+    claims held 0/1 at `FIRST LINE`: MESSAGE``."""
     run = b.run
     took = f" {run.seconds:.0f} s" if run.seconds is not None else " (stored)"
     claims = f", claims held {run.claims_held}/{len(run.claims)}" if run.claims else ""
     if run.status is RunStatus.FAILED:
         f = run.failure
         at = f" at `{f.first_line}`: {f.message}" if f else ""
-        return _red("FAILED") + strip_ansi(at)[:300] + took + claims
+        return _red("FAILED") + took + claims + strip_ansi(at)[:300]
     return "ok" + took + claims
 
 

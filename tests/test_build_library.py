@@ -137,7 +137,7 @@ def test_progress_is_plain_text_off_a_terminal_and_the_transport_warning_is_gone
     for proc in (first, only):
         assert "\x1b" not in proc.stdout and "\x1b" not in proc.stderr
         assert "without encryption" not in proc.stderr
-    assert re.search(r"planted\.ipynb \.\.\. FAILED at `%bench twin_a", first.stdout), first.stdout
+    assert re.search(r"planted\.ipynb \.\.\. FAILED \d+ s, claims held 0/1 at `%bench twin_a", first.stdout), first.stdout
     assert re.search(r"fine\.ipynb \.\.\. ok \d+ s", first.stdout), first.stdout
 
 
