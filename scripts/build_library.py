@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import html
+import re
 import shutil
 import sys
 import tempfile
@@ -66,6 +67,12 @@ def entries() -> list[Entry]:
     return [entry_of(p) for p in sorted(NOTEBOOKS.glob("*.ipynb"))]
 
 
+def unlinked(markdown: str) -> str:
+    """A title's Markdown with each link reduced to its text: the title is itself a link in
+    the README's table, and a link inside a link's text is not a link (it showed as raw text)."""
+    return re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", markdown)
+
+
 def readme(items: list[Entry]) -> str:
     """notebooks/README.md: the index as Markdown."""
     lines = ["# The notebook library", "",
@@ -77,7 +84,7 @@ def readme(items: list[Entry]) -> str:
              "", "| notebook | reproduces | what holds here |", "|---|---|---|"]
     for e in items:
         docs = ", ".join(f"[`{d}`]({REFERENCE_DOCS}{d})" for d in e.documents) or "—"
-        lines.append(f"| [{e.title}]({e.name}) | {docs} | {e.verdict or '—'} |")
+        lines.append(f"| [{unlinked(e.title)}]({e.name}) | {docs} | {e.verdict or '—'} |")
     lines.append("")
     lines.append("This file is generated from each notebook's `metadata.cancho` by "
                  "`python scripts/build_library.py --write-readme` (a test checks it is current).")

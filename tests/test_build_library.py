@@ -171,6 +171,21 @@ def test_statements_are_read_in_both_forms():
     assert statements_of_output({}) == [] and statements_of_output({"cancho": "x"}) == []
 
 
+def test_the_readme_index_has_no_link_inside_a_title_link():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("build_library_for_test", SCRIPT)
+    lib = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = lib
+    try:
+        spec.loader.exec_module(lib)
+    finally:
+        del sys.modules[spec.name]
+    assert lib.unlinked(TITLE) == "Planted (`planted.md`) *claim*"
+    table = lib.readme(lib.entries())
+    assert not re.search(r"\[[^\]]*\[", table.split("|---|")[-1]), "a title still holds a link"
+
+
 def test_titles_are_rendered_safely():
     assert inline_html("a <script>alert(1)</script> *b*") == "a alert(1) <em>b</em>"
     assert inline_text(TITLE) == "Planted (planted.md) claim"
