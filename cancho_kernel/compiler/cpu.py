@@ -1,7 +1,7 @@
 """The CPU native code is generated for: ``CANCHO_CPU=host`` (the default) or ``CANCHO_CPU=baseline``.
 
 ``host`` compiles for the machine at hand: LLVM gets the host's CPU name and features (AVX2,
-AVX-512, … where present) and ``%%c`` baselines get ``cc -march=native``. ``baseline`` compiles
+AVX-512, … where present) and ``%%c`` baselines get ``cc -march=native`` (with ``-ffp-contract=off``, both ways). ``baseline`` compiles
 for the architecture's baseline, the code any machine of that architecture runs: LLVM's
 ``x86-64`` without a single extra feature (SSE2) on x86-64 and ``generic`` on AArch64, and
 ``cc -march=x86-64`` / ``-march=armv8-a``. A timing that holds under both is not an artefact
@@ -69,11 +69,14 @@ def llvm_cpu(which: CpuChoice | None = None) -> LlvmCpu:
 
 
 def cc_flags(which: CpuChoice | None = None) -> list[str]:
-    """The ``-march`` flag for C baselines under the chosen CPU."""
+    """The ``-march`` flag for C baselines under the chosen CPU, and ``-ffp-contract=off``: GCC
+    fuses a multiply and an add into one FMA wherever the CPU has one (the host's, AArch64's
+    baseline), which rounds once instead of twice, so a C baseline's float answers would then
+    depend on the CPU and differ from cancho's (LLVM never fuses unasked)."""
     which = which or choice()
     if which is CpuChoice.HOST:
-        return ["-march=native"]
-    return ["-march=armv8-a" if _is_aarch64() else "-march=x86-64"]
+        return ["-march=native", "-ffp-contract=off"]
+    return ["-march=armv8-a" if _is_aarch64() else "-march=x86-64", "-ffp-contract=off"]
 
 
 def description(which: CpuChoice | None = None) -> str:
