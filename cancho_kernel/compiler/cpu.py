@@ -3,8 +3,10 @@
 ``host`` compiles for the machine at hand: LLVM gets the host's CPU name and features (AVX2,
 AVX-512, … where present) and ``%%c`` baselines get ``cc -march=native`` (with ``-ffp-contract=off``, both ways). ``baseline`` compiles
 for the architecture's baseline, the code any machine of that architecture runs: LLVM's
-``x86-64`` without a single extra feature (SSE2) on x86-64 and ``generic`` on AArch64, and
-``cc -march=x86-64`` / ``-march=armv8-a``. A timing that holds under both is not an artefact
+default CPU for the triple without a single extra feature (the ``x86-64`` instruction set, SSE2, on
+x86-64; ARMv8-A on AArch64: what this compiler generated before ``CANCHO_CPU`` existed, so the
+notebooks' stored listings are the baseline's), and ``cc -march=x86-64 -mtune=generic`` /
+``-march=armv8-a``. A timing that holds under both is not an artefact
 of one machine's vector units (docs/claims.md); docs/cli.md documents the variable.
 
 The choice is part of every cache key for machine code (:func:`description`): the build cache's
@@ -65,7 +67,7 @@ def llvm_cpu(which: CpuChoice | None = None) -> LlvmCpu:
     which = which or choice()
     if which is CpuChoice.HOST:
         return _host_cpu()
-    return LlvmCpu("generic" if _is_aarch64() else "x86-64", "")
+    return LlvmCpu("", "")  # LLVM's default for the triple: the base instruction set, default tuning
 
 
 def cc_flags(which: CpuChoice | None = None) -> list[str]:
@@ -76,7 +78,9 @@ def cc_flags(which: CpuChoice | None = None) -> list[str]:
     which = which or choice()
     if which is CpuChoice.HOST:
         return ["-march=native", "-ffp-contract=off"]
-    return ["-march=armv8-a" if _is_aarch64() else "-march=x86-64", "-ffp-contract=off"]
+    if _is_aarch64():
+        return ["-march=armv8-a", "-ffp-contract=off"]
+    return ["-march=x86-64", "-mtune=generic", "-ffp-contract=off"]
 
 
 def description(which: CpuChoice | None = None) -> str:
