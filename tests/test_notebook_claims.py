@@ -8,8 +8,8 @@ without extra features, ``cc -march=x86-64``), and every claim must hold both ti
 (``--figure``) never fail; their values under both CPUs are what docs/claims.md tabulates.
 
 Benches run as the notebooks write them (3 runs after a warm-up; ``CANCHO_BENCH_RUNS`` pinned so a
-caller's full mode does not make the suite slow). ``python tests/test_notebook_claims.py`` prints
-every statement's value under both CPUs as JSON, for docs/claims.md.
+caller's full mode does not make the suite slow). ``python tests/test_notebook_claims.py [--cpu host|baseline]
+[NAME.ipynb ...]`` prints every statement's value under both CPUs (or one) as JSON, for docs/claims.md.
 """
 
 from __future__ import annotations
@@ -90,9 +90,13 @@ def test_the_claims_table_lists_every_statement() -> None:
 
 
 if __name__ == "__main__":
+    args = sys.argv[1:]
+    cpus = CPUS
+    if args[:1] == ["--cpu"]:
+        cpus, args = (args[1],), args[2:]
     report = {}
-    for p in (sys.argv[1:] and [NOTEBOOKS / a for a in sys.argv[1:]]) or _with_statements():
-        for c in CPUS:
+    for p in [NOTEBOOKS / a for a in args] or _with_statements():
+        for c in cpus:
             stmts, errs = execute(p, c)
             for s in stmts:
                 report.setdefault(f"{p.stem}: {s['text']}", {})[c] = s["value"]
