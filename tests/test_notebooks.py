@@ -37,6 +37,7 @@ def test_the_notebooks_exist():
     assert {"checked-output.ipynb", "authority-model.ipynb", "bulk-output.ipynb"} <= names
 
 
+@pytest.mark.timeout(900)  # the child's own bound: every notebook on two shared cores
 @pytest.mark.usefixtures("cancho_kernelspec")
 def test_notebooks_pass_strict_nbval():
     proc = subprocess.run(

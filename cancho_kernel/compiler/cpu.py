@@ -1,15 +1,15 @@
 """The CPU native code is generated for: ``CANCHO_CPU=host`` (the default) or ``CANCHO_CPU=baseline``.
 
 ``host`` compiles for the machine at hand: LLVM gets the host's CPU name and features (AVX2,
-AVX-512, … where present) and ``%%c`` baselines get ``cc -march=native`` (with ``-ffp-contract=off``, both ways). ``baseline`` compiles
-for the architecture's baseline, the code any machine of that architecture runs: LLVM's
+AVX-512, … where present) and ``%%c`` baselines get ``cc -march=native`` (``-ffp-contract=off``
+both ways). ``baseline`` compiles for the architecture's baseline, the code any machine of that architecture runs: LLVM's
 default CPU for the triple without a single extra feature (the ``x86-64`` instruction set, SSE2, on
 x86-64; ARMv8-A on AArch64: what this compiler generated before ``CANCHO_CPU`` existed, so the
 notebooks' stored listings are the baseline's), and ``cc -march=x86-64 -mtune=generic`` /
 ``-march=armv8-a``. A timing that holds under both is not an artefact
 of one machine's vector units (docs/claims.md); docs/cli.md documents the variable.
 
-The choice is part of every cache key for machine code (:func:`description`): the build cache's
+The choice is part of every cache key for machine code (:func:`description`, :func:`identity`): the build cache's
 objects and executables, and the JIT worker's programs and pieces.
 """
 
