@@ -37,7 +37,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import __version__
-from .compiler import api
+from .compiler import api, cpu
 from .compiler.diagnostics import Diagnostic, Rule, render_json, render_text
 from .compiler.run import FailureKind, RunFailed, flush_python_streams, os_error_text
 from .compiler.source import SourceFile
@@ -137,6 +137,10 @@ def safe_from_env() -> bool:
 def parse_args(command: str, args: Sequence[str]) -> Invocation:
     """Parse one command's arguments; options a command does not take are unknown options."""
     inv = Invocation(command, safe=safe_from_env())
+    try:
+        cpu.choice()
+    except cpu.CpuError as exc:
+        raise environment(f"cancho: {exc}") from None
     build, run = command == "build", command == "run"
     it = iter(args)
 

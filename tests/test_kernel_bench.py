@@ -401,7 +401,7 @@ def test_a_claim_is_checked_and_printed_without_a_figure(kernel):
     assert ok.status == "ok", ok.outputs
     assert ok.result["data"]["text/plain"].split("\n")[1:] == [
         "claim C:hello / C:busy < 0.9: holds", "claim C busy / C hello >= 1: holds"]
-    assert [c["holds"] for c in ok.result["metadata"]["cancho"]["bench"]["claims"]] == [True, True]
+    assert [c["verdict"] for c in ok.result["metadata"]["cancho"]["statements"]] == ["held", "held"]
     bad = run(kernel, '%bench C:busy C:hello --runs 2 --warmup 0 --claim "C:busy / C:hello < 0.5"')
     assert bad.status == "error" and bad.error["ename"] == "claim-failed", bad.outputs
     assert "C:busy / C:hello < 0.5 does not hold" in bad.error["evalue"]
@@ -410,6 +410,28 @@ def test_a_claim_is_checked_and_printed_without_a_figure(kernel):
     for claim in ("C:hello < 2", "C:hello / C:nobody < 2", "C:hello / C:busy < 0"):
         refused = run(kernel, f'%bench C:busy C:hello --runs 1 --claim "{claim}"')
         assert refused.status == "error" and refused.error["ename"] == "directive-error", claim
+
+
+def test_a_figure_never_fails_and_keeps_its_numbers_out_of_text_plain(kernel):
+    """A figure far from the measured ratio differs (by a factor the metadata and the table carry)
+    and the cell still succeeds; its text/plain line is the same whatever was measured."""
+    assert run(kernel, "%%c hello\n" + C_HELLO).status == "ok"
+    assert run(kernel, "%%c busy\n" + C_BUSY).status == "ok"
+    cell = run(kernel, '%bench C:busy C:hello --runs 2 --warmup 0 --figure "C:hello / C:busy ~ 50" '
+                       '--claim "C:hello / C:busy < 0.9"')
+    assert cell.status == "ok", cell.outputs
+    plain = cell.result["data"]["text/plain"].split("\n")[1:]
+    assert plain == ["figure C:hello / C:busy (document 50): shown in the table",
+                     "claim C:hello / C:busy < 0.9: holds"]
+    fig, claim = cell.result["metadata"]["cancho"]["statements"]
+    assert f"{fig['value']:.2f}" not in "\n".join(plain)  # the measured ratio is in the table only
+    assert (fig["kind"], fig["verdict"], fig["document"]) == ("figure", "differs", 50.0)
+    assert fig["factor"] == pytest.approx(fig["value"] / 50) and fig["factor"] < 1 / 1.5
+    assert (claim["kind"], claim["verdict"], claim["document"], claim["factor"]) == ("claim", "held", None, None)
+    assert "differs, by ×" in cell.result["data"]["text/html"]
+    refused = run(kernel, '%bench C:busy C:hello --runs 1 --figure "C:hello / C:busy < 2"')
+    assert refused.status == "error" and refused.error["ename"] == "directive-error"
+    assert "--figure" in refused.error["evalue"]
 
 
 def test_bench_runs_get_the_session_limits(monkeypatch):

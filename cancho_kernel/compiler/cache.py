@@ -44,6 +44,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from . import cpu
+
 MAGIC = b"cancho-kernel-cache/1\n"
 DIGEST_BYTES = 32
 DEFAULT_MAX_BYTES = 256 << 20
@@ -104,11 +106,12 @@ def compiler_fingerprint() -> str:
 
 
 def llvm_fingerprint() -> str:
-    """llvmlite's version (each release bundles one LLVM), the host and the optimisation level.
+    """llvmlite's version (each release bundles one LLVM), the host, the optimisation level and
+    the CPU code is generated for (``CANCHO_CPU``: a baseline build never reuses a host object).
     Without loading LLVM: a warm build never needs it."""
     import llvmlite
 
-    return f"llvmlite {llvmlite.__version__}; {platform.machine()}-{sys.platform}; {OPT_LEVEL}"
+    return f"llvmlite {llvmlite.__version__}; {platform.machine()}-{sys.platform}; {OPT_LEVEL}; {cpu.identity()}"
 
 
 def linker_fingerprint(cc: Sequence[str]) -> str:

@@ -34,7 +34,7 @@ from ..compiler.backends.process import RunLimits, RunResult, StdoutKind, Stdout
 from . import claims as C
 from . import plots
 from . import presentation as P
-from .claims import Claim, ClaimError
+from .claims import Claim, ClaimError, Figure
 from .cbaseline import CFailure, compile_baseline, split_flags
 from .directives import Body, Context, directive
 from .options import DirectiveError, RunOptions, _Parser, parse_seconds, stdin_of
@@ -124,7 +124,7 @@ class BenchOptions:
     name: str | None = None
     interactive: bool = False
     ranges: list[tuple[str, int, int, int]] = field(default_factory=list)
-    claims: list[Claim] = field(default_factory=list)
+    claims: list[Claim | Figure] = field(default_factory=list)  # claims and figures, as written
     limits: RunLimits = field(default_factory=RunLimits)   # the session's, with this bench's timeout
 
 
@@ -139,7 +139,8 @@ def _bench_parser(prog: str, cell: bool) -> _Parser:
     p.add_argument("--args", nargs="*", default=None)
     p.add_argument("--timeout", default=None)
     p.add_argument("--expect-status", type=int, default=0)
-    p.add_argument("--claim", action="append", default=[])
+    p.add_argument("--claim", dest="statements", action="append", default=[], type=lambda t: (C.parse_claim, t))
+    p.add_argument("--figure", dest="statements", action="append", type=lambda t: (C.parse_figure, t))
     if cell:
         p.add_argument("--backend", choices=(*BACKENDS, "both"), default=None)
         p.add_argument("--name", default=None)
@@ -177,7 +178,7 @@ def parse_bench_options(args: str, ctx: Context, cell: bool) -> BenchOptions:
         raise DirectiveError(f"{prog}: --warmup must not be negative")
     bench_target(ns.stdout)  # refuse a bad target before building anything
     try:
-        claims = [C.parse_claim(t) for t in ns.claim]
+        claims = [parse(t) for parse, t in ns.statements]
     except ClaimError as e:
         raise DirectiveError(str(e)) from None
     opts = BenchOptions(names=list(ns.names), runs=runs, warmup=ns.warmup, stdout=ns.stdout,
@@ -386,20 +387,22 @@ def run_bench(ctx: Context, programs: list[tuple[Program, str]], opts: BenchOpti
     return document(items, opts, values)
 
 
-def publish(ctx: Context, doc: dict, claims: list[Claim] | None = None) -> None:
-    """The plot as its own output, then the table as the cell's result; a claim that does not
-    hold then fails the cell (the reader sees the measurement that refuted it)."""
-    verdicts = C.judge(claims or [], doc)
-    if verdicts:
-        doc["claims"] = C.metadata(verdicts)
+def publish(ctx: Context, doc: dict, claims: list[Claim | Figure] | None = None) -> None:
+    """The plot as its own output, then the table as the cell's result, its metadata carrying every
+    statement (``metadata["cancho"]["statements"]``); a claim that does not hold then fails the
+    cell (the reader sees the measurement that refuted it). A figure never fails."""
+    judged = C.judge(claims or [], doc)
+    if judged:
+        doc["statements"] = [s.record() for s in judged]
     shown = plots.displays(doc)
+    if judged:
+        shown.table.metadata["cancho"]["statements"] = doc["statements"]
     if shown.plot is not None:
         ctx.display(shown.plot.data, shown.plot.metadata)
     ctx.result(shown.table.data, shown.table.metadata)
-    failed = [v for v in verdicts if not v.holds]
-    if failed:
-        ctx.fail(P.simple_failure("claim-failed", "; ".join(
-            f"{v.claim.text} does not hold: the paired median of CPU time is {v.ratio:.2f}" for v in failed)))
+    failed = C.failure_message(judged)
+    if failed is not None:
+        ctx.fail(P.simple_failure("claim-failed", failed))
 
 
 def _bench_and_publish(ctx: Context, programs: list[tuple[Program, str]], opts: BenchOptions) -> None:
@@ -438,10 +441,12 @@ def resolve_names(ctx: Context, names: list[str]) -> list[tuple[Program, str]]:
 
 
 @directive("%bench", "%bench A B ... [--runs N] [--warmup N] [--stdout /dev/null|pipe|/dev/full|closed] "
-           "[--stdin TEXT | --stdin-file PATH] [--timeout S] [--expect-status N] [--args A ...] [--claim \"A / B < K\" ...]",
+           "[--stdin TEXT | --stdin-file PATH] [--timeout S] [--expect-status N] [--args A ...] [--claim \"A / B < K\" ...] [--figure \"A / B ~ R\" ...]",
            "time named programs (`%%run --name`, `%%c NAME`; `C:NAME` is the C baseline): a warm-up round, "
            "then N interleaved runs each (default 9) to /dev/null; plot, table, ratios to the first; "
-           "--claim checks a ratio (paired median of CPU times, user + sys) and fails the cell when it does not hold")
+           "--claim checks a ratio (paired median of CPU times, user + sys) and fails the cell when it does not hold; "
+           "--figure shows the ratio beside the document's R: holds within 1.5x of R, else differs by xK "
+           "(K = measured / R), never fails (docs/claims.md)")
 def _bench_line(ctx: Context, args: str, body: Body) -> None:
     if not body.blank:
         raise DirectiveError("%bench times named programs; to time this cell's program use %%bench")
@@ -453,7 +458,7 @@ def _bench_line(ctx: Context, args: str, body: Body) -> None:
 
 @directive("%%bench", "%%bench [NAMES ...] [--backend jit|exe|both] [--name NAME] [--runs N] [--warmup N] "
            "[--stdout TARGET] [--stdin TEXT | --stdin-file PATH] [--timeout S] [--expect-status N] [--args A ...] "
-           "[--claim \"A / B < K\" ...] [--interactive --arg NAME=LOW:HIGH[:STEP] ...]",
+           "[--claim \"A / B < K\" ...] [--figure \"A / B ~ R\" ...] [--interactive --arg NAME=LOW:HIGH[:STEP] ...]",
            "time the cell's program (its `main`, or the last one) first, then the named programs; "
            "--interactive adds sliders that substitute {NAME} in the cell text and in --args, and rerun")
 def _bench_cell(ctx: Context, args: str, body: Body) -> None:

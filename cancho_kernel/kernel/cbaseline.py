@@ -3,7 +3,9 @@
 The cell's text is written with a ``#line`` directive first, so the C compiler's messages name the
 cell and its lines (``cell[4]:3:5: error: ...``) exactly as the kernel's own diagnostics do, and
 never a temporary path. Compiling (``cc -O2 -c``) and linking (``cc``) are timed apart. ``$CC``
-overrides ``cc`` as it does for the ``exe`` backend.
+overrides ``cc`` as it does for the ``exe`` backend. ``-march`` follows ``CANCHO_CPU``
+(``-march=native`` for the host, ``-march=x86-64`` / ``-march=armv8-a`` for the baseline:
+compiler/cpu.py), so C is compiled for the same CPU as cancho.
 
 A failure is reported like a refusal: an ``error`` whose ``ename`` is ``c-compile-error`` (or
 ``c-link-error``), ``evalue`` the compiler's first error message and ``traceback`` the compiler's
@@ -17,6 +19,7 @@ import shlex
 import subprocess
 import time
 
+from ..compiler import cpu
 from ..compiler.backends import exe as exe_backend
 from . import presentation as P
 from .named import Program, ProgramStore
@@ -69,7 +72,7 @@ def compile_baseline(store: ProgramStore, name: str, text: str, *, line_offset: 
     obj, out = src.with_suffix(".o"), src.with_suffix("")
     quoted = cell_name.replace("\\", "\\\\").replace('"', '\\"')
     src.write_text(f'#line {line_offset + 1} "{quoted}"\n{text}\n', encoding="utf-8")
-    compile_s = _run_cc([*cc, "-O2", "-fdiagnostics-color=always", *(cflags or []), "-c", str(src),
+    compile_s = _run_cc([*cc, "-O2", *cpu.cc_flags(), "-fdiagnostics-color=always", *(cflags or []), "-c", str(src),
                          "-o", str(obj)], f"{' '.join(cc)} -O2 -c", "c-compile-error", {str(src): cell_name, str(obj): f"{name}.o"})
     try:
         link_s = _run_cc([*cc, "-fdiagnostics-color=always", str(obj), *(ldflags or []), "-o", str(out)],

@@ -17,6 +17,8 @@ import statistics
 import textwrap
 from dataclasses import dataclass
 
+from . import claims
+
 C_COLOUR = "#8c8c8c"
 CANCHO_COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#9467bd", "#d62728", "#17becf")
 
@@ -27,7 +29,7 @@ def plain(doc: dict) -> str:
     n = doc["runs"]
     extra = "".join(f", {k}={v}" for k, v in (doc.get("values") or {}).items())
     lines = [f"bench: {labels}, {n} run{'s' if n != 1 else ''} each{extra}"]
-    lines += [f"claim {c['claim']}: {'holds' if c['holds'] else 'DOES NOT HOLD'}" for c in doc.get("claims", [])]
+    lines += [claims.plain_line(s) for s in doc.get("statements", [])]
     return "\n".join(lines)
 
 
@@ -68,10 +70,7 @@ def table(doc: dict) -> str:
     if any(it["backend"] in ("exe", "cc") for it in doc["items"]):
         notes.append("exe and C runs are spawned by the kernel: Linux counts the kernel's own image before exec in "
                      "their peak RSS, so only differences above it mean anything.")
-    for c in doc.get("claims", []):
-        verdict = "holds" if c["holds"] else "<b>does not hold</b>"
-        notes.insert(0, f"claim <code>{html.escape(c['claim'])}</code> {verdict}: paired median of CPU "
-                        f"time (user + sys) {c['ratio']:.2f}")
+    notes[:0] = [claims.html_note(s) for s in doc.get("statements", [])]
     values = doc.get("values")
     if values:
         notes.insert(0, "values: " + ", ".join(f"{html.escape(k)}={v}" for k, v in values.items()))

@@ -45,6 +45,7 @@ from typing import NoReturn
 
 import llvmlite.binding as llvm
 
+from .. import cpu
 from . import native
 from .chelper import built_helper
 from .confine import C_SOURCE as CONFINE_C_SOURCE
@@ -122,12 +123,12 @@ def release_free_memory() -> None:
 def code_identity() -> str:
     """Everything besides the IR that decides the machine code :func:`compile_ir` produces:
     target triple and data layout, the options of :func:`native.target_machine` (O2, PIC, JIT
-    code model, the default CPU of the triple), and the llvmlite and LLVM versions. Part of the
+    code model, the CPU ``CANCHO_CPU`` chooses), and the llvmlite and LLVM versions. Part of the
     JIT worker's cache key."""
     import llvmlite
 
     tm = native.target_machine(jit=True)
-    return " ".join((tm.triple, str(tm.target_data), "O2 pic jitdefault cpu=default",
+    return " ".join((tm.triple, str(tm.target_data), "O2 pic jitdefault", cpu.description(),
                      f"llvmlite={llvmlite.__version__}",
                      "llvm=" + ".".join(map(str, llvm.llvm_version_info))))
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import llvmlite.binding as llvm
 
+from .. import cpu
 from ..target import HOST, WASI_LLVM_TRIPLE, Target
 
 # The one piece of module state: LLVM's own target registries are process-global, and
@@ -59,7 +60,8 @@ def host_triple() -> str:
 
 
 def target_machine(jit: bool = False, target: Target = HOST) -> llvm.TargetMachine:
-    """A fresh host target machine: PIC, O2, generic CPU (like `clang -O2` without -march).
+    """A fresh host target machine: PIC, O2, for the CPU ``CANCHO_CPU`` chooses (compiler/cpu.py:
+    the host's CPU and features by default, the architecture's baseline with ``baseline``).
 
     Creating one costs well under a millisecond, so none is cached. The same CPU and features
     are used for objects and for MCJIT so both backends run the same machine code.
@@ -72,7 +74,10 @@ def target_machine(jit: bool = False, target: Target = HOST) -> llvm.TargetMachi
             cpu="generic", opt=2, reloc="static")
     ensure_initialised()
     machine = llvm.Target.from_triple(host_triple())
+    chosen = cpu.llvm_cpu()
     return machine.create_target_machine(
+        cpu=chosen.name,
+        features=chosen.features,
         opt=2,
         reloc="pic",
         codemodel="jitdefault" if jit else "default",
