@@ -56,7 +56,8 @@ class SandboxSpec:
     ``fsize_bytes``: RLIMIT_FSIZE of the program (SIGXFSZ past it); ``share_net``: keep the
     host's network (never in safe mode); ``python``: also bind this Python's prefixes and
     import path read-only (a Python program inside, such as the JIT worker); ``env``: extra
-    variables set inside (``--setenv``)."""
+    variables set inside (``--setenv``); ``cgroup_procs``: a ``cgroup.procs`` file the
+    sandbox joins before bwrap starts (cgroups.py), so every process of the run is in it."""
 
     writable: tuple[str, ...]
     readable: tuple[str, ...] = ()
@@ -65,6 +66,7 @@ class SandboxSpec:
     share_net: bool = False
     python: bool = False
     env: tuple[tuple[str, str], ...] = ()
+    cgroup_procs: str | None = None
 
 
 @dataclass(frozen=True)
@@ -143,7 +145,7 @@ def command(spec: SandboxSpec, argv: list[str]) -> SandboxLaunch:
     if bwrap is None:
         raise OSError(errno.ENOENT, "bubblewrap (bwrap) is not installed")
     fd = _filter_fd()
-    args = [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+    args = _join_cgroup(spec.cgroup_procs) + [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
             "--cap-drop", "ALL"]
     if spec.share_net:
         args.append("--share-net")
@@ -156,6 +158,14 @@ def command(spec: SandboxSpec, argv: list[str]) -> SandboxLaunch:
         n = str(int(spec.fsize_bytes))
         args += ["/usr/bin/prlimit", f"--fsize={n}:{n}", "--"]
     return SandboxLaunch(args + list(argv), (fd,))
+
+
+def _join_cgroup(procs: str | None) -> list[str]:
+    """A shell that moves itself into the run's cgroup, then becomes bwrap (no fork: nothing of
+    the run starts outside the group)."""
+    if procs is None:
+        return []
+    return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', procs]
 
 
 def _mount_args(spec: SandboxSpec) -> list[str]:
