@@ -464,3 +464,20 @@ def test_each_run_gets_a_cgroup_killed_and_removed_at_its_end(notebook):
         waiter.join(timeout=120)
     assert done and done[0].exit_status == 0, done
     assert [n for n in os.listdir(base) if n.startswith(mine)] == []
+
+
+def test_the_private_tmp_is_bounded(tmp_path):
+    """/tmp inside is memory: a program filling it stops at the bound, not at the machine's RAM."""
+    r = run_inside(sandbox.SandboxSpec(writable=(str(tmp_path),)),
+                   ["/bin/sh", "-c", f"yes 0123456789abcdef | head -c {sandbox.TMP_BYTES * 2} "
+                                     "> /tmp/fill; stat -c %s /tmp/fill"])
+    assert r.returncode == 0 or "No space left" in r.stderr, r.stderr
+    assert "No space left" in r.stderr
+    assert int(r.stdout.split()[-1]) <= sandbox.TMP_BYTES
+
+
+def test_a_foreign_architecture_call_kills_the_process():
+    import pyseccomp as sc
+
+    f = sandbox.seccomp_filter()
+    assert f.get_attr(sc.Attr.ACT_BADARCH) == sc.KILL_PROCESS

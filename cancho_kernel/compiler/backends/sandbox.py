@@ -15,8 +15,8 @@ What one sandbox is (docs/teaching.md, "What the sandbox isolates, and what it d
   process ends, every process in the sandbox is killed by the kernel, ``setsid`` or not;
 * ``--new-session`` (no terminal injection), ``--cap-drop ALL``;
 * a mount view where the system (``/usr``, ``/lib*``, ``/bin``, ``/sbin``, ``/etc``) is read-only,
-  ``/tmp`` a fresh tmpfs, ``/proc`` the sandbox's own, ``/dev`` minimal, and only the spec's
-  writable directories writable; every dot-entry of a writable directory (``.cache``,
+  ``/tmp`` a fresh tmpfs of at most :data:`TMP_BYTES`, ``/proc`` the sandbox's own, ``/dev``
+  minimal, and only the spec's writable directories writable; every dot-entry of a writable directory (``.cache``,
   ``.local``, ``.jupyter``, …, and :data:`HIDDEN_NAMES` even when missing) hidden by a tmpfs (a
   directory) or bound read-only (a file), so nothing written there runs later outside;
 * a seccomp filter (:func:`seccomp_filter`) denying with EPERM what a student needs only to
@@ -46,6 +46,10 @@ SYSTEM_DIRS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib
 HIDDEN_NAMES: tuple[str, ...] = (".cache", ".local", ".config", ".jupyter", ".ipython",
                                  ".matplotlib", ".ssh")
 _PROBE_TIMEOUT = 10.0
+# The fresh /tmp and the tmpfs over each hidden dot-directory are memory: bounded (``--size``),
+# so neither can fill the machine's memory.
+TMP_BYTES = 256 << 20
+HIDDEN_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -79,7 +83,8 @@ class SandboxProbe:
 
 @dataclass
 class SandboxLaunch:
-    """A sandbox's full command line (``bwrap … -- argv``) and the descriptors it names, which
+    """A sandbox's full command line (``bwrap … -- argv``, after a shell joining the run's cgroup
+    when the spec names one) and the descriptors it names, which
     the caller must pass to the child (``subprocess.Popen(pass_fds=…)``, or a ``posix_spawn``
     dup2 of each onto itself) and :meth:`close` once it is started."""
 
@@ -145,8 +150,9 @@ def command(spec: SandboxSpec, argv: list[str]) -> SandboxLaunch:
     if bwrap is None:
         raise OSError(errno.ENOENT, "bubblewrap (bwrap) is not installed")
     fd = _filter_fd()
-    args = _join_cgroup(spec.cgroup_procs) + [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
-            "--cap-drop", "ALL"]
+    args = _join_cgroup(spec.cgroup_procs)
+    args += [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+             "--cap-drop", "ALL"]
     if spec.share_net:
         args.append("--share-net")
     args += _mount_args(spec)
@@ -178,7 +184,7 @@ def _mount_args(spec: SandboxSpec) -> list[str]:
             args += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
             args += ["--ro-bind", d, d]
-    args += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+    args += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
     for w in spec.writable:
         real = os.path.realpath(w)
         args += ["--bind", real, real]
@@ -206,7 +212,7 @@ def _hide_args(directory: str) -> list[str]:
         elif os.path.exists(path) and not os.path.isdir(path):
             args += ["--ro-bind", path, path]
         else:
-            args += ["--tmpfs", path]
+            args += ["--size", str(HIDDEN_BYTES), "--tmpfs", path]
     return args
 
 
@@ -250,6 +256,7 @@ def seccomp_filter(extra_arches: tuple[int, ...] = ()):
     import pyseccomp as sc
 
     f = sc.SyscallFilter(defaction=sc.ALLOW)
+    f.set_attr(sc.Attr.ACT_BADARCH, sc.KILL_PROCESS)  # 32-bit calls on x86-64: no way around
     for arch in extra_arches:
         if not f.exist_arch(arch):
             f.add_arch(arch)
