@@ -481,3 +481,33 @@ def test_a_foreign_architecture_call_kills_the_process():
 
     f = sandbox.seccomp_filter()
     assert f.get_attr(sc.Attr.ACT_BADARCH) == sc.KILL_PROCESS
+
+
+@pytest.mark.usefixtures("cancho_kernelspec")
+def test_a_launcher_planted_by_file_cell_has_no_effect_on_the_next_exe_cell(notebook,
+                                                                          cancho_kernelspec):
+    """On a hub the kernel's cache is `$HOME/.cache`, inside the notebook's directory: a
+    `%%file` cell (or any program) puts a fake launcher there; the next exe cell is the
+    program's own and the fake one never runs."""
+    from jupyter_client.manager import start_new_kernel
+    from kernel_client import HELLO, run
+
+    digest = chelper.hashlib.sha256(measure.SOURCE.encode() + b"-O2").hexdigest()[:16]
+    name = f".cache/cancho-kernel/measure-{digest}"
+    marker = notebook.parent / "PWNED-BY-FILE"
+    fake = f"#!/bin/sh\necho pwned > {marker}\necho pwned\n"
+    env = dict(os.environ, CANCHO_SAFE="1", HOME=str(notebook),
+               XDG_CACHE_HOME=str(notebook / ".cache"))
+    km, kc = start_new_kernel(kernel_name=cancho_kernelspec, startup_timeout=60, env=env,
+                              cwd=str(notebook))
+    try:
+        run((km, kc), f"%%file {name}\n{fake}")  # accepted or refused: either way, then on disk
+        (notebook / name).write_text(fake)
+        (notebook / name).chmod(0o755)
+        cell = run((km, kc), "%%run --backend exe\n" + HELLO)
+        assert cell.status == "ok", cell.outputs
+        assert cell.stream("stdout") == "hello, world\n"
+        assert not marker.exists()
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)

@@ -225,8 +225,9 @@ class LimitCaps:
 
 
 # The limits a kernel run gets unless a cell or %limits says otherwise (README, %help).
+# No file-size limit outside safe mode (as before); safe mode's runs get SAFE_CAPS.fsize.
 DEFAULT_RUN_LIMITS = RunLimits(timeout=30.0, max_output=1 << 20, memory=4 << 30, cpu_seconds=600,
-                               processes=256, fsize=1 << 30)
+                               processes=256)
 # Safe mode's caps: the defaults may be lowered, never raised beyond these (README, %help).
 SAFE_CAPS = LimitCaps(timeout=600.0, max_output=16 << 20, memory=4 << 30, cpu_seconds=600,
                       processes=256, fsize=1 << 30)
