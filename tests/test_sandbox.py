@@ -511,3 +511,17 @@ def test_a_launcher_planted_by_file_cell_has_no_effect_on_the_next_exe_cell(note
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_the_kernels_secrets_do_not_reach_a_sandboxed_program(tmp_path, monkeypatch):
+    """A kernel on a hub has the hub's API token in its environment, and the hub's machine has
+    password hashes in /etc/shadow: neither is readable inside."""
+    monkeypatch.setenv("JUPYTERHUB_API_TOKEN", "secret-token-123")
+    monkeypatch.setenv("LANG", "C.UTF-8")
+    r = run_inside(sandbox.SandboxSpec(writable=(str(tmp_path),)),
+                   ["/bin/sh", "-c", "env; cat /etc/shadow /etc/gshadow; ls /etc/ssh"])
+    assert "secret-token-123" not in r.stdout and "JUPYTERHUB" not in r.stdout
+    assert "LANG=C.UTF-8" in r.stdout  # what a program needs is kept
+    assert "root:" not in r.stdout
+    if os.path.exists("/etc/shadow"):
+        assert Path("/etc/shadow").read_text().startswith("root:")  # so the check could fail

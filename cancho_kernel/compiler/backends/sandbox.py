@@ -22,6 +22,7 @@ What one sandbox is (docs/teaching.md, "What the sandbox isolates, and what it d
 * a seccomp filter (:func:`seccomp_filter`) denying with EPERM what a student needs only to
   escape or to spy: raw, packet and netlink sockets, new namespaces, mounts, tracing, BPF, keys,
   modules, ``kexec``, ``reboot``, …;
+* a cleared environment but for :data:`KEEP_ENV`, and :data:`MASKED_SYSTEM` hidden;
 * ``RLIMIT_FSIZE`` when the spec asks (util-linux ``prlimit`` inside, before the program).
 """
 
@@ -45,6 +46,17 @@ SYSTEM_DIRS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib
 # A new dot-entry of another name can still be created (docs/teaching.md).
 HIDDEN_NAMES: tuple[str, ...] = (".cache", ".local", ".config", ".jupyter", ".ipython",
                                  ".matplotlib", ".ssh")
+# System files no program needs and a student must not read (password hashes, host keys,
+# the hub's configuration with its secrets): hidden where they exist.
+MASKED_SYSTEM: tuple[str, ...] = (
+    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
+    "/etc/sudoers.d", "/etc/ssh", "/etc/ssl/private", "/etc/jupyterhub", "/etc/jupyter",
+    "/etc/ipython", "/usr/local/etc/jupyter", "/usr/local/etc/jupyterhub", "/usr/etc/jupyter")
+# The only variables a sandboxed program inherits (the rest of a kernel's environment carries
+# the hub's API token, the server's paths and session names): ``--clearenv`` first.
+KEEP_ENV: tuple[str, ...] = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
+                             "LC_NUMERIC", "LC_MESSAGES", "LC_COLLATE", "LC_TIME", "TZ", "TERM",
+                             "USER", "LOGNAME", "SHELL")
 _PROBE_TIMEOUT = 10.0
 # The fresh /tmp and the tmpfs over each hidden dot-directory are memory: bounded (``--size``),
 # so neither can fill the machine's memory.
@@ -60,7 +72,8 @@ class SandboxSpec:
     ``fsize_bytes``: RLIMIT_FSIZE of the program (SIGXFSZ past it); ``share_net``: keep the
     host's network (never in safe mode); ``python``: also bind this Python's prefixes and
     import path read-only (a Python program inside, such as the JIT worker); ``env``: extra
-    variables set inside (``--setenv``); ``cgroup_procs``: a ``cgroup.procs`` file the
+    variables set inside (``--setenv``), after the environment is cleared but for the
+    ``keep_env`` names (:data:`KEEP_ENV`); ``cgroup_procs``: a ``cgroup.procs`` file the
     sandbox joins before bwrap starts (cgroups.py), so every process of the run is in it."""
 
     writable: tuple[str, ...]
@@ -70,6 +83,7 @@ class SandboxSpec:
     share_net: bool = False
     python: bool = False
     env: tuple[tuple[str, str], ...] = ()
+    keep_env: tuple[str, ...] = KEEP_ENV
     cgroup_procs: str | None = None
 
 
@@ -156,7 +170,9 @@ def command(spec: SandboxSpec, argv: list[str]) -> SandboxLaunch:
     if spec.share_net:
         args.append("--share-net")
     args += _mount_args(spec)
-    for name, value in spec.env:
+    args.append("--clearenv")
+    kept = [(n, os.environ[n]) for n in spec.keep_env if n in os.environ]
+    for name, value in (*kept, *spec.env):
         args += ["--setenv", name, value]
     cwd = spec.cwd or (spec.writable[0] if spec.writable else "/")
     args += ["--chdir", cwd, "--seccomp", str(fd), "--"]
@@ -184,6 +200,11 @@ def _mount_args(spec: SandboxSpec) -> list[str]:
             args += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
             args += ["--ro-bind", d, d]
+    for path in MASKED_SYSTEM:
+        if os.path.isdir(path) and not os.path.islink(path):
+            args += ["--size", str(4096), "--tmpfs", path, "--remount-ro", path]
+        elif os.path.lexists(path):
+            args += ["--ro-bind", "/dev/null", path]
     args += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
     for w in spec.writable:
         real = os.path.realpath(w)
