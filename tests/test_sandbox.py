@@ -117,6 +117,12 @@ print("raw6", sock(socket.AF_INET6, socket.SOCK_RAW | socket.SOCK_CLOEXEC, socke
 print("packet", sock(socket.AF_PACKET, socket.SOCK_RAW))
 print("packet_dgram", sock(socket.AF_PACKET, socket.SOCK_DGRAM))
 print("netlink", sock(socket.AF_NETLINK, socket.SOCK_DGRAM))
+print("vsock", sock(40, socket.SOCK_STREAM))
+print("alg", sock(38, socket.SOCK_SEQPACKET))
+SOCKET_NR = 41 if os.uname().machine == "x86_64" else 198
+print("family_high_bits", call("syscall", SOCKET_NR, ctypes.c_long(0x100000010), 2, 0))
+print("socketpair_netlink", call("socketpair", 16, 2, 0, (ctypes.c_int * 2)()))
+print("io_uring", call("syscall", 425, 8, (ctypes.c_char * 120)()))
 print("unshare_user", call("unshare", 0x10000000))
 print("unshare_net", call("unshare", 0x40000000))
 print("ptrace", call("ptrace", 16, os.getppid(), None, None))
@@ -134,7 +140,7 @@ def test_raw_packet_netlink_sockets_unshare_ptrace_mount_are_refused(tmp_path):
     got = dict(line.split() for line in r.stdout.splitlines())
     assert got.pop("tcp") == "ok" and got.pop("unix") == "ok"  # ordinary sockets still work
     assert got == {k: "EPERM" for k in got}, got
-    assert len(got) == 11
+    assert len(got) == 16
 
 
 def test_the_hosts_loopback_is_unreachable_but_the_programs_own_works(tmp_path):
@@ -340,7 +346,7 @@ def test_a_safe_program_gets_eperm_for_raw_sockets_namespaces_ptrace_mount(backe
     assert result.exit_status == 0, result
     got = dict(line.split() for line in (notebook / "calls.txt").read_text().splitlines())
     assert got.pop("tcp") == "ok" and got.pop("unix") == "ok"
-    assert got == {k: "EPERM" for k in got} and len(got) == 11, got
+    assert got == {k: "EPERM" for k in got} and len(got) == 16, got
 
 
 @pytest.mark.parametrize("backend", BACKENDS)

@@ -259,9 +259,16 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "keyctl", "add_key", "request_key", "kexec_load", "kexec_file_load",
     "init_module", "finit_module", "delete_module", "swapon", "swapoff", "reboot",
     "userfaultfd", "open_by_handle_at", "name_to_handle_at", "ioperm", "iopl", "acct",
-    "quotactl", "lookup_dcookie", "vhangup", "personality",
+    "quotactl", "lookup_dcookie", "vhangup", "personality", "syslog", "uselib",
+    # io_uring runs socket, open and other operations without their system calls, so past the
+    # filter's argument checks.
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "pidfd_getfd", "kcmp", "settimeofday", "clock_settime", "fanotify_init",
 )
-_AF_NETLINK, _AF_PACKET = 16, 17
+# Socket families allowed: AF_UNIX (1), AF_INET (2), AF_INET6 (10). Every other (netlink,
+# packet, vsock to a hypervisor's host, AF_ALG, …) is refused.
+_AF_ALLOWED = (1, 2, 10)
+_AF_LAST_CHECKED = 10
 _SOCK_RAW, _SOCK_PACKET, _SOCK_TYPE_MASK = 3, 10, 0xF
 # clone(2) flags that create a namespace.
 _CLONE_NS_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000,
@@ -270,8 +277,8 @@ _CLONE_NS_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0
 
 def seccomp_filter(extra_arches: tuple[int, ...] = ()):
     """The sandbox's filter (a ``pyseccomp.SyscallFilter``, allow by default, every rule
-    EPERM): see :data:`DENIED_SYSCALLS`, plus sockets of the netlink or packet family or of a
-    raw or packet type, ``clone`` with a namespace flag, and ``clone3`` (ENOSYS: its flags are
+    EPERM): see :data:`DENIED_SYSCALLS`, plus sockets of a family other than Unix, IPv4 and
+    IPv6 (netlink, packet, vsock, …) or of a raw or packet type, ``clone`` with a namespace flag, and ``clone3`` (ENOSYS: its flags are
     behind a pointer a filter cannot read, and libc falls back to ``clone``). A system call of
     another architecture than the filter's (``extra_arches``: for a test) kills the process."""
     import pyseccomp as sc
@@ -287,10 +294,13 @@ def seccomp_filter(extra_arches: tuple[int, ...] = ()):
             f.add_rule(deny, name)
         except (ValueError, OSError, RuntimeError):
             continue  # not a system call of this architecture
-    for family in (_AF_NETLINK, _AF_PACKET):
-        f.add_rule(deny, "socket", sc.Arg(0, sc.EQ, family))
-    for kind in (_SOCK_RAW, _SOCK_PACKET):
-        f.add_rule(deny, "socket", sc.Arg(1, sc.MASKED_EQ, _SOCK_TYPE_MASK, kind))
+    for call in ("socket", "socketpair"):
+        f.add_rule(deny, call, sc.Arg(0, sc.GT, _AF_LAST_CHECKED))
+        for family in range(_AF_LAST_CHECKED):
+            if family not in _AF_ALLOWED:
+                f.add_rule(deny, call, sc.Arg(0, sc.EQ, family))
+        for kind in (_SOCK_RAW, _SOCK_PACKET):
+            f.add_rule(deny, call, sc.Arg(1, sc.MASKED_EQ, _SOCK_TYPE_MASK, kind))
     for flag in _CLONE_NS_FLAGS:
         f.add_rule(deny, "clone", sc.Arg(_clone_flags_arg(), sc.MASKED_EQ, flag, flag))
     try:
