@@ -531,3 +531,22 @@ def test_the_kernels_secrets_do_not_reach_a_sandboxed_program(tmp_path, monkeypa
     assert "root:" not in r.stdout
     if os.path.exists("/etc/shadow"):
         assert Path("/etc/shadow").read_text().startswith("root:")  # so the check could fail
+
+
+def test_a_dot_symlink_planted_by_a_run_does_not_open_another_home_to_the_next(tmp_path):
+    """A program may leave `.x -> /path/of/alice` in its directory; the next sandbox must not
+    bind what that link points to (its hiding of dot-entries would otherwise mount alice's home
+    inside)."""
+    alice, bob = tmp_path / "alice", tmp_path / "bob"
+    alice.mkdir()
+    bob.mkdir()
+    (alice / "homework.txt").write_text("alice's answer\n")
+    spec = sandbox.SandboxSpec(writable=(str(bob),))
+    run_inside(spec, ["/bin/sh", "-c", f"ln -s {alice} {bob}/.x; ln -s {alice}/homework.txt "
+                                       f"{bob}/.y; mkdir -p cache2; ln -s {bob}/cache2 {bob}/.z"])
+    assert (bob / ".x").is_symlink() and (bob / ".z").is_symlink()
+    r = run_inside(spec, ["/bin/sh", "-c", f"cat {bob}/.x/homework.txt {bob}/.y; "
+                                           f"echo planted > {bob}/.z/f; echo ran"])
+    assert r.returncode == 0 and r.stdout.endswith("ran\n"), r.stderr  # it still starts
+    assert "alice's answer" not in r.stdout, r.stdout
+    assert not (bob / "cache2" / "f").exists()  # a link into the directory is hidden too

@@ -206,10 +206,11 @@ def _mount_args(spec: SandboxSpec) -> list[str]:
         elif os.path.lexists(path):
             args += ["--ro-bind", "/dev/null", path]
     args += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
-    for w in spec.writable:
-        real = os.path.realpath(w)
+    writable = tuple(os.path.realpath(w) for w in spec.writable)
+    for real in writable:
         args += ["--bind", real, real]
-        args += _hide_args(real)
+    for real in writable:
+        args += _hide_args(real, writable)
     readable = list(spec.readable) + (_python_paths() if spec.python else [])
     for r in readable:
         real = os.path.realpath(r)
@@ -218,9 +219,12 @@ def _mount_args(spec: SandboxSpec) -> list[str]:
     return args
 
 
-def _hide_args(directory: str) -> list[str]:
+def _hide_args(directory: str, writable: tuple[str, ...]) -> list[str]:
     """Hide every dot-entry of ``directory`` (a tmpfs over a directory, a file bound read-only
-    onto itself), and the :data:`HIDDEN_NAMES` even where missing."""
+    onto itself), and the :data:`HIDDEN_NAMES` even where missing. A dot-entry that is a
+    symbolic link is never followed out (a run may have planted ``.x -> another home``): when
+    it points into a writable directory its target is hidden instead, else it is left dangling
+    (nothing outside the mount view is bound)."""
     args: list[str] = []
     try:
         names = {n for n in os.listdir(directory) if n.startswith(".")}
@@ -228,13 +232,20 @@ def _hide_args(directory: str) -> list[str]:
         names = set()
     for name in sorted(names | set(HIDDEN_NAMES)):
         path = os.path.join(directory, name)
-        if os.path.islink(path):  # bound read-only where it points, if that exists
-            args += ["--ro-bind-try", path, path]
-        elif os.path.exists(path) and not os.path.isdir(path):
+        if os.path.islink(path):
+            target = os.path.realpath(path)
+            if not any(_beneath(target, w) for w in writable) or not os.path.exists(target):
+                continue
+            path = target
+        if os.path.exists(path) and not os.path.isdir(path):
             args += ["--ro-bind", path, path]
         else:
             args += ["--size", str(HIDDEN_BYTES), "--tmpfs", path]
     return args
+
+
+def _beneath(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def _python_paths() -> list[str]:
