@@ -550,3 +550,12 @@ def test_a_dot_symlink_planted_by_a_run_does_not_open_another_home_to_the_next(t
     assert r.returncode == 0 and r.stdout.endswith("ran\n"), r.stderr  # it still starts
     assert "alice's answer" not in r.stdout, r.stdout
     assert not (bob / "cache2" / "f").exists()  # a link into the directory is hidden too
+
+
+def test_an_executable_inside_the_notebook_keeps_the_notebook_writable(tmp_path):
+    (tmp_path / "tool").write_text("#!/bin/sh\necho made > made.txt\n")
+    (tmp_path / "tool").chmod(0o755)
+    spec = sandbox.SandboxSpec(writable=(str(tmp_path),), readable=(str(tmp_path),))
+    r = run_inside(spec, [str(tmp_path / "tool")])
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "made.txt").read_text() == "made\n"

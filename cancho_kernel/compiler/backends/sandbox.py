@@ -214,9 +214,18 @@ def _mount_args(spec: SandboxSpec) -> list[str]:
     readable = list(spec.readable) + (_python_paths() if spec.python else [])
     for r in readable:
         real = os.path.realpath(r)
-        if os.path.exists(real):
+        if os.path.exists(real) and not any(_visible_in(real, w) for w in writable):
             args += ["--ro-bind", real, real]
     return args
+
+
+def _visible_in(path: str, root: str) -> bool:
+    """Whether ``path`` is already in view beneath the writable ``root`` (not under a hidden
+    dot-entry): binding it read-only would make the notebook's own files read-only."""
+    if not _beneath(path, root):
+        return False
+    rel = os.path.relpath(path, root)
+    return not any(part.startswith(".") for part in rel.split(os.sep) if part != ".")
 
 
 def _hide_args(directory: str, writable: tuple[str, ...]) -> list[str]:
