@@ -559,3 +559,16 @@ def test_an_executable_inside_the_notebook_keeps_the_notebook_writable(tmp_path)
     r = run_inside(spec, [str(tmp_path / "tool")])
     assert r.returncode == 0, r.stderr
     assert (tmp_path / "made.txt").read_text() == "made\n"
+
+
+def test_the_runs_cgroup_bounds_its_processes_even_for_root(notebook):
+    """RLIMIT_NPROC does not hold for root (every student on this project's hub): the run's
+    cgroup does (`pids.max`), where the hierarchy has it."""
+    if cgroups.hierarchy() is None or not cgroups._probe(cgroups.hierarchy()[0]).bounds_pids:
+        pytest.skip("no pids controller for run groups here")
+    command = ("i=0; while [ $i -lt 60 ]; do sleep 30 & i=$((i+1)); echo $i > count.txt; done")
+    result = safe_run("exe", notebook, exec_program(command), limits=RunLimits(timeout=60,
+                                                                               processes=10))
+    assert result.exit_status is not None, result
+    started = int((notebook / "count.txt").read_text())
+    assert 5 <= started <= 10 + 4, started  # forks work, up to the bound

@@ -797,7 +797,8 @@ def _start_sandboxed(path: str, argv: list[str], stdio: ChildStdio, limits: RunL
     if launcher is None:
         raise OSError(errno.ENOSYS, "a sandboxed run needs the launcher, which needs a C "
                       "compiler (cc)")
-    group = cgroups.create()
+    # The group's task bound: the program's processes plus bwrap (2), the launcher and a shell.
+    group = cgroups.create(None if limits.processes is None else limits.processes + _SANDBOX_TASKS)
     spec = replace(limits.sandbox, readable=(*limits.sandbox.readable, launcher,
                                              os.path.dirname(os.path.abspath(path))),
                    cgroup_procs=group.procs if group is not None else None)
@@ -822,6 +823,9 @@ def _start_sandboxed(path: str, argv: list[str], stdio: ChildStdio, limits: RunL
         if launch is not None:
             launch.close()
     return _Started(pid, True, report_r, group, True, path if remove_after_start else None)
+
+
+_SANDBOX_TASKS = 4
 
 
 def _report_pipe() -> tuple[int, int]:

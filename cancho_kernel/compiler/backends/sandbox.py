@@ -184,10 +184,11 @@ def command(spec: SandboxSpec, argv: list[str]) -> SandboxLaunch:
 
 def _join_cgroup(procs: str | None) -> list[str]:
     """A shell that moves itself into the run's cgroup, then becomes bwrap (no fork: nothing of
-    the run starts outside the group)."""
+    the run starts outside the group). If it cannot join, the run still starts: its PID
+    namespace holds it together without the group."""
     if procs is None:
         return []
-    return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', procs]
+    return ["/bin/sh", "-c", '{ echo $$ > "$0"; } 2>/dev/null; exec "$@"', procs]
 
 
 def _mount_args(spec: SandboxSpec) -> list[str]:
