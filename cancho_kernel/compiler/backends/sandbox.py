@@ -209,6 +209,9 @@ def _mount_args(spec: SandboxSpec) -> list[str]:
     args += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
     writable = tuple(os.path.realpath(w) for w in spec.writable)
     for real in writable:
+        if any(_beneath(d, real) for d in SYSTEM_DIRS):  # `/`: the system would be writable
+            raise OSError(errno.EINVAL, f"the sandbox cannot make `{real}` writable: it holds "
+                                        "the system's directories")
         args += ["--bind", real, real]
     for real in writable:
         args += _hide_args(real, writable)
