@@ -589,3 +589,16 @@ def test_the_root_directory_is_never_a_writable_place():
     """A server started in `/` must not make the whole system writable to its programs."""
     with pytest.raises(OSError, match="holds the system"):
         sandbox.command(sandbox.SandboxSpec(writable=("/",)), ["/bin/true"])
+
+
+def test_a_python_sandbox_imports_the_package_read_only(tmp_path):
+    """``python=True`` (for a Python process inside, such as the JIT worker): this Python and
+    its import path are there, read-only."""
+    import cancho_kernel
+
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(cancho_kernel.__file__)))
+    spec = sandbox.SandboxSpec(writable=(str(tmp_path),), python=True)
+    r = run_inside(spec, [sys.executable, "-I", "-c",
+                          f"import sys; sys.path.insert(0, {pkg!r}); import cancho_kernel, llvmlite; "
+                          f"open({os.path.join(pkg, 'cancho_kernel', '__init__.py')!r}, 'a')"])
+    assert "Read-only file system" in r.stderr, r.stderr  # imported, then refused the write
