@@ -181,7 +181,7 @@ def parse_bench_options(args: str, ctx: Context, cell: bool) -> BenchOptions:
     except ClaimError as e:
         raise DirectiveError(str(e)) from None
     opts = BenchOptions(names=list(ns.names), runs=runs, warmup=ns.warmup, stdout=ns.stdout,
-                        stdin=stdin_of(ns, None),
+                        stdin=stdin_of(ns, None, ctx.settings),
                         args=list(ns.args) if ns.args is not None else None,
                         timeout=parse_seconds(ns.timeout) if ns.timeout is not None else ctx.settings.timeout,
                         expect_status=ns.expect_status, claims=claims)
@@ -513,7 +513,7 @@ def _c(ctx: Context, args: str, body: Body) -> None:
     except CFailure as e:
         ctx.fail(e.failure)
         return
-    prog.stdin = stdin_of(ns)
+    prog.stdin = stdin_of(ns, settings=ctx.settings)
     prog.args = list(ns.args)
     replaced = ctx.session.programs.put(prog)
     kept = f"{'replaced' if replaced else 'kept'} C baseline `{prog.ref}` (cc -O2)"

@@ -23,6 +23,7 @@ way; they are imported at the end of this module.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import textwrap
 from collections.abc import Callable
@@ -35,9 +36,9 @@ from ..compiler.source import SourceFile
 from . import presentation as P
 from .options import (CPU, LOAD_CAP, MAX_OUTPUT, MEMORY, PROCESSES, STDIN_FILE_CAP, TIMEOUT,  # noqa: F401
                       Bound, DirectiveError, RunOptions, Settings, _check_caps, _mib, _Parser,
-                      checked_path, limits_of, parse_count, parse_run_options, parse_seconds,
-                      parse_signal, parse_size, parse_stdout_target, read_capped, safe_screen,
-                      split_args, stdin_of, unescape)
+                      checked_path, limits_of, opened_stdout, parse_count, parse_run_options, parse_seconds,
+                      parse_signal, parse_size, parse_stdout_target, read_capped, read_opened, safe_screen,
+                      split_args, stdin_of, unescape, write_file)
 from .runner import BACKENDS, RunRequest
 from .session import Session
 
@@ -268,6 +269,12 @@ def run_body(ctx: Context, body: Body, opts: RunOptions, use_last_main: bool) ->
 
 
 def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
+    """Run a compiled cell; a ``file:`` stdout is opened race-free for the run's length."""
+    with opened_stdout(opts.target, ctx.settings) as target:
+        _run_opened(ctx, ir, dataclasses.replace(opts, target=target), kept)
+
+
+def _run_opened(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
     req = RunRequest(ir=ir, backend=opts.backend, target=opts.target, stdin=opts.stdin,
                      args=opts.args, limits=opts.limits)
     outcome = ctx.runner.run(req)
@@ -433,23 +440,17 @@ def _asm(ctx: Context, args: str, body: Body) -> None:
     ctx.display({"text/plain": shown.rstrip() + "\n"})
 
 
-@directive("%%file", "%%file NAME.cho", "write the cell's text to NAME.cho (relative to the kernel's "
-           "working directory; in safe mode it must be inside the notebook's directory) without running it")
+@directive("%%file", "%%file NAME.cho", "write the cell's text to NAME.cho (a plain file name in the notebook's "
+           "directory; outside safe mode any path) without running it, replacing the file (mode 0644)")
 def _file(ctx: Context, args: str, body: Body) -> None:
     words = split_args(args)
     if len(words) != 1:
         raise DirectiveError("%%file takes one file name")
-    path = checked_path(words[0], ctx.settings, "%%file")
     text = body.text if body.text.endswith("\n") or not body.text else body.text + "\n"
-    try:
-        existed = path.exists()
-        if existed and not path.is_file():
-            raise DirectiveError(f"%%file: {words[0]} exists and is not a regular file")
-        path.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise DirectiveError(f"%%file: cannot write {path}: {e.strerror or e}") from None
+    data = text.encode("utf-8")
+    existed = write_file(words[0], data, ctx.settings)
     verb = "overwrote" if existed else "wrote"
-    ctx.display({"text/plain": f"{verb} {path} ({len(text.encode('utf-8'))} bytes)"})
+    ctx.display({"text/plain": f"{verb} {words[0]} ({len(data)} bytes)"})
 
 
 @directive("%load", "%load FILE.cho", "use FILE.cho (UTF-8, at most 8 MiB; in safe mode inside the "
@@ -460,8 +461,7 @@ def _load(ctx: Context, args: str, body: Body):
         raise DirectiveError("%load takes one file name")
     if not body.blank:
         raise DirectiveError("%load replaces the cell's text: write it on a cell without other code")
-    path = checked_path(words[0], ctx.settings, "%load")
-    data = read_capped(path, LOAD_CAP, "%load", words[0])
+    data = read_opened(words[0], ctx.settings, LOAD_CAP, "%load")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:

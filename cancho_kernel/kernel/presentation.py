@@ -80,7 +80,7 @@ def target_line(target: StdoutTarget, result: RunResult) -> str | None:
         return "stdout was closed (>&-): 0 bytes reached it"
     if kind is StdoutKind.FILE:
         try:
-            size = os.path.getsize(target.path)
+            size = os.fstat(target.fd).st_size if target.fd is not None else os.path.getsize(target.path)
         except OSError:
             size = 0
         return f"stdout went to the file {target.path}: {size} byte{'s' if size != 1 else ''}"
