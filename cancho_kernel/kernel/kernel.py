@@ -273,6 +273,73 @@ class CanchoKernel(Kernel):
         if handler is not None and handler != self._widget_comm_opened:
             handler(comm, msg)
 
+    # -- every request gets a reply (requests.py) -------------------------------------------------
+
+    def _reply(self, stream, ident, parent, msg_type: str, content: dict) -> None:
+        from ipykernel.jsonutil import json_clean
+
+        self.session.send(stream, msg_type.replace("_request", "_reply"), json_clean(content), parent,
+                          ident=ident)
+
+    def _refuse(self, stream, ident, parent, msg_type: str, message: str) -> None:
+        from . import requests
+
+        self.log.warning("%s refused: %s", msg_type, message)
+        content = requests.error_reply(msg_type, message)
+        if msg_type == "execute_request":
+            content["execution_count"] = self.execution_count
+        self._reply(stream, ident, parent, msg_type, content)
+
+    def _bad(self, stream, ident, parent, msg_type: str) -> bool:
+        """Answer a request whose content its handler cannot take with an error reply; whether
+        it was answered so."""
+        from . import requests
+
+        if not isinstance(parent.get("metadata"), dict):
+            parent["metadata"] = {}  # ipykernel reads the cell id from it, and gives up without
+        message = requests.problem(msg_type, parent.get("content"))
+        if message is None:
+            return False
+        self._refuse(stream, ident, parent, msg_type, message)
+        return True
+
+    async def _answer(self, stream, ident, parent, msg_type: str, handler) -> None:
+        """Check the request, run ``handler(content)`` and reply with what it returns; a
+        failure of ours is an error reply too, never silence."""
+        if not self.session or self._bad(stream, ident, parent, msg_type):
+            return
+        try:
+            content = await handler(parent["content"])
+        except Exception as e:
+            self.log.error("%s failed", msg_type, exc_info=True)
+            self._refuse(stream, ident, parent, msg_type, f"the kernel failed: {type(e).__name__}: {e}")
+            return
+        self._reply(stream, ident, parent, msg_type, content)
+
+    async def execute_request(self, stream, ident, parent):
+        if self.session and not self._bad(stream, ident, parent, "execute_request"):
+            await super().execute_request(stream, ident, parent)
+
+    async def complete_request(self, stream, ident, parent):
+        await self._answer(stream, ident, parent, "complete_request",
+                           lambda c: self.do_complete(c["code"], c["cursor_pos"]))
+
+    async def inspect_request(self, stream, ident, parent):
+        await self._answer(stream, ident, parent, "inspect_request",
+                           lambda c: self.do_inspect(c["code"], c["cursor_pos"], c.get("detail_level", 0),
+                                                     set(c.get("omit_sections", []))))
+
+    async def is_complete_request(self, stream, ident, parent):
+        await self._answer(stream, ident, parent, "is_complete_request", lambda c: self.do_is_complete(c["code"]))
+
+    async def history_request(self, stream, ident, parent):
+        from . import requests
+
+        def history(c: dict):
+            kw = {"output": False, "raw": True, **requests.known_fields("history_request", c)}
+            return self.do_history(**kw)
+        await self._answer(stream, ident, parent, "history_request", history)
+
     # -- execute ---------------------------------------------------------------------------------
 
     async def do_execute(self, code, silent, store_history=True, user_expressions=None,
