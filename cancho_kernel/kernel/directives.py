@@ -291,7 +291,9 @@ def _run_opened(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
             ctx.fail(P.simple_failure(failed.kind.value, failed.message))
         return
     assert result is not None
-    failure = P.judge(result, opts.target, opts.expect_status, opts.expect_signal)
+    bounded = getattr(ctx.runner, "bounded", None)  # the limits the run had (safe mode's caps)
+    limits = bounded(opts.limits) if bounded is not None else opts.limits
+    failure = P.judge(result, opts.target, opts.expect_status, opts.expect_signal, limits)
     meta = P.run_metadata(result, opts.backend, opts.target)
     text = P.summary(result, opts.target)
     if kept is not None:
