@@ -306,3 +306,36 @@ def test_the_cpu_limit_is_named_when_it_ends_a_run(kernel):
     cell = run(kernel, "%%run --cpu 1 --timeout 120\n" + loop)
     assert cell.status == "error" and cell.error["ename"] == "killed-by-signal", cell.outputs
     assert "CPU limit 1 s reached? raise it with %%run --cpu 2" in shown_error(cell), shown_error(cell)
+
+
+# -- issue 22, finding 10: the memory of large cells is released by %reset ----------------------------------
+
+BIG_CELL_MIB = 8  # four of them: enough to see above the kernel's ~120 MiB, quick to check
+
+
+def kernel_rss(kernel) -> int:
+    import psutil
+
+    return psutil.Process(kernel[0].provisioner.process.pid).memory_info().rss
+
+
+def test_reset_gives_back_the_memory_of_large_cells(kernel):
+    """Four cells each holding an 8 MiB string literal, then %reset: before the fix the kernel
+    kept all of it (the history held every cell's text, and the freed blocks stayed in the
+    arena of the thread that checked the cells; 50 MiB cells kept ~600 MiB). Now what %reset
+    leaves is a small part of what the cells took."""
+    for warm in (HELLO, "fn warm() -> [] int { return 1; }", "%reset"):  # the compiler loaded, std checked
+        assert run(kernel, warm).status == "ok"
+    baseline = kernel_rss(kernel)
+    for i in range(4):
+        literal = "x" * (BIG_CELL_MIB << 20)
+        cell = run(kernel, f'fn big{i}() -> [] int {{\n    let s = "{literal}";\n    return 0;\n}}\n', timeout=300)
+        assert cell.status == "ok", cell.error
+    held = kernel_rss(kernel)
+    assert held - baseline >= 4 * (BIG_CELL_MIB << 20), (baseline, held)  # the cells were really held
+    assert run(kernel, "%reset").status == "ok"
+    after = kernel_rss(kernel)
+    assert after - baseline <= (held - baseline) // 4, (baseline >> 20, held >> 20, after >> 20)
+    history = kernel[1].history(hist_access_type="tail", n=10, output=False, raw=True, reply=True, timeout=30)
+    assert all(len(code) < 1 << 20 for _, _, code in history["content"]["history"])
+    assert_alive(kernel)

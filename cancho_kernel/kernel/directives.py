@@ -40,6 +40,7 @@ from .options import (CPU, LOAD_CAP, MAX_OUTPUT, MEMORY, PROCESSES, STDIN_FILE_C
                       parse_signal, parse_size, parse_stdout_target, read_capped, read_opened, safe_screen,
                       split_args, stdin_of, unescape, write_file)
 from .runner import BACKENDS, RunRequest
+from .memory import release_memory
 from .session import Session
 
 
@@ -517,6 +518,7 @@ def _who(ctx: Context, args: str, body: Body) -> None:
 def _reset(ctx: Context, args: str, body: Body) -> None:
     n = len(ctx.session.items)
     ctx.session.reset()
+    release_memory()
     if body.blank:
         ctx.display({"text/plain": f"session reset ({n} item{'s' if n != 1 else ''} forgotten)"})
 

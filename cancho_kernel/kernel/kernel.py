@@ -55,6 +55,8 @@ if TYPE_CHECKING:
 WIDGET_TARGETS = ("jupyter.widget", "jupyter.widget.control")
 WARM_UP_AFTER = 2.0  # seconds after start: the warm-up's latest start when no kernel_info came
 WARM_UP_DELAY = 0.25  # seconds after the first kernel_info reply: the warm-up's start
+LARGE_CELL = 1 << 20  # characters: a cell this large is not kept in the history, and its memory is trimmed
+HISTORY_BYTES = 16 << 20  # characters of cells and results the history keeps in all
 
 LANGUAGE_INFO = {
     "name": "cancho",
@@ -159,6 +161,10 @@ class CanchoKernel(Kernel):
         self._warm_timer.daemon = True
         self._warm_timer.start()
         self._history: list[tuple[int, int, str, str | None]] = []
+        self._history_chars = 0
+        from .memory import bound_allocator
+
+        bound_allocator()
         self._setup_comms()
         self._install_exit_cleanup()
 
@@ -319,6 +325,10 @@ class CanchoKernel(Kernel):
     async def execute_request(self, stream, ident, parent):
         if self.session and not self._bad(stream, ident, parent, "execute_request"):
             await super().execute_request(stream, ident, parent)
+            if len(parent["content"]["code"]) > LARGE_CELL:
+                from .memory import release_memory
+
+                release_memory()  # what the cell's check held, back to the system
 
     async def complete_request(self, stream, ident, parent):
         await self._answer(stream, ident, parent, "complete_request",
@@ -362,7 +372,7 @@ class CanchoKernel(Kernel):
                                [line.rstrip("\n") for chunk in tb for line in chunk.split("\n")]))
         self.log.debug("cell handled in %.1f ms", (time.perf_counter() - t0) * 1000)
         if store_history and not silent:
-            self._history.append((1, self.execution_count, code, ctx.result_text))
+            self._remember(code, ctx.result_text)
         if ctx.failed:
             f = ctx.failure
             assert f is not None
@@ -389,6 +399,18 @@ class CanchoKernel(Kernel):
         return completion.is_complete(code)
 
     # -- history ---------------------------------------------------------------------------------
+
+    def _remember(self, code: str, result: str | None) -> None:
+        """Keep a cell for history requests, within :data:`HISTORY_BYTES` (oldest dropped
+        first); a cell larger than :data:`LARGE_CELL` is not kept (its text would stay in the
+        kernel's memory for as long as it runs)."""
+        if len(code) > LARGE_CELL:
+            return
+        self._history.append((1, self.execution_count, code, result))
+        self._history_chars += len(code) + len(result or "")
+        while self._history_chars > HISTORY_BYTES and self._history:
+            _, _, old, out = self._history.pop(0)
+            self._history_chars -= len(old) + len(out or "")
 
     async def do_history(self, hist_access_type, output, raw, session=None, start=None, stop=None,
                          n=None, pattern=None, unique=False):
