@@ -109,9 +109,10 @@ def untouched(outside: Path, *ctxs: Ctx) -> None:
 
 
 def attempts(name: str) -> list[str]:
-    """The four directives, each aimed at ``name``."""
+    """Every directive that takes a path, each aimed at ``name``."""
     return [f"%load {name}", f"%%file {name}\nfn planted() -> [] int {{ return 1; }}\n",
-            f"%%run --stdin-file {name}\n" + CAT, f"%%run --stdout file:{name}\n" + HELLO]
+            f"%%run --stdin-file {name}\n" + CAT, f"%%run --stdout file:{name}\n" + HELLO,
+            f"%%bench --runs 1 --warmup 0 --stdout file:{name}\n" + HELLO]
 
 
 # -- the opening itself, both ways ---------------------------------------------------------------
@@ -270,3 +271,17 @@ def test_file_replaces_an_executable_with_a_0644_file(place, runner):
     assert stat.S_IMODE(target.stat().st_mode) == 0o644
     assert target.read_text() == "fn f() -> [] int { return 1; }\n"
     assert [p.name for p in root.iterdir() if p.name.startswith(".")] == []  # no temp file left
+
+
+def test_a_bench_writes_its_file_through_the_same_open(place, runner):
+    """`%%bench --stdout file:` ran every round on a path opened again by name: a link planted
+    there is refused, and inside the directory the file holds one run's output (each run
+    starts it afresh, as before)."""
+    root, outside = place
+    (root / "b.txt").symlink_to(outside)
+    planted = cell(root, runner, "%%bench --runs 2 --warmup 0 --stdout file:b.txt\n" + HELLO)
+    assert planted.failed and "refused in safe mode" in planted.failure.evalue, planted.texts
+    untouched(outside, planted)
+    fine = cell(root, runner, "%%bench --runs 3 --warmup 1 --stdout file:sub/b.txt\n" + HELLO)
+    assert not fine.failed, fine.texts
+    assert (root / "sub" / "b.txt").read_text() == "hello\n"

@@ -37,7 +37,7 @@ from . import presentation as P
 from .claims import Claim, ClaimError
 from .cbaseline import CFailure, compile_baseline, split_flags
 from .directives import Body, Context, directive
-from .options import DirectiveError, RunOptions, _Parser, parse_seconds, stdin_of
+from .options import DirectiveError, RunOptions, _Parser, opened_stdout, parse_seconds, stdin_of
 from .named import Program, valid_name
 from ..compiler.run import BACKENDS, Backend, RunFailed, build, interruptible
 
@@ -240,11 +240,12 @@ def _judge_run(item: Item, result: RunResult, expect_status: int) -> P.Failure |
     return None
 
 
-def measure(runner, items: list[Item], opts: BenchOptions, progress=None) -> None:
+def measure(runner, items: list[Item], opts: BenchOptions, progress=None,
+            target: StdoutTarget | None = None) -> None:
     """Warm-up, then interleaved timed rounds; results land in ``item.results``.
 
     Raises :class:`BenchFailed` or :class:`BenchInterrupted`."""
-    target, _how = bench_target(opts.stdout)
+    target = target if target is not None else bench_target(opts.stdout)[0]
     limits = opts.limits
     total = (opts.warmup + opts.runs) * len(items)
     done = 0
@@ -379,7 +380,8 @@ def run_bench(ctx: Context, programs: list[tuple[Program, str]], opts: BenchOpti
     progress = Progress(ctx, (opts.warmup + opts.runs) * len(items),
                         " vs ".join(i.label for i in items)) if show_progress else None
     try:
-        measure(ctx.runner, items, opts, progress)
+        with opened_stdout(bench_target(opts.stdout)[0], ctx.settings) as target:  # a file: opened race-free
+            measure(ctx.runner, items, opts, progress, target)
     finally:
         if progress is not None:
             progress.finish()

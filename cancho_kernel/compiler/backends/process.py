@@ -346,6 +346,9 @@ class ChildStdio:
             flags = os.O_WRONLY | os.O_CLOEXEC | (os.O_CREAT | os.O_TRUNC if kind is StdoutKind.FILE else 0)
             given = self.target.fd if kind is StdoutKind.FILE else None
             fd = _above_stdio(os.dup(given) if given is not None else os.open(name, flags, 0o644))
+            if given is not None and stat.S_ISREG(os.fstat(fd).st_mode):
+                os.ftruncate(fd, 0)  # each run starts the file afresh, as a path opened O_TRUNC did
+                os.lseek(fd, 0, os.SEEK_SET)
             self._child_owned.append(fd)
             self.child[1] = fd
         # CLOSED: no key 1.
