@@ -38,7 +38,6 @@ PLACEHOLDER_MAIN = "fn main(world: World) -> [] int {\n    release(world);\n    
 _COMPILER_LOCK = threading.Lock()
 
 
-
 # The std modules notebooks import most (io, fmt) and the collections courses reach for next:
 # checked once at kernel start into the session's module cache, so the first cell that imports
 # them finds them checked.
