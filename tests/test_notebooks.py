@@ -81,7 +81,7 @@ def test_flagship_shows_every_claim_as_a_cell():
                            ("closed", 9), ("/dev/full", 55)):
         assert any(f"--stdout {target} --expect-status {status}" in h for h in heads), (target, status)
     assert any("--expect-trap" in h for h in heads)
-    assert any("examples/base64" in s for s in sources) and any("examples/sort" in s for s in sources)
+    assert any("base64/base64.cho" in s for s in sources) and any("sort/sort.cho" in s for s in sources)
 
 
 def test_html_export_highlights_cancho_cells():

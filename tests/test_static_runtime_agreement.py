@@ -158,3 +158,96 @@ def test_a_static_traps_exactly_when_its_body_traps_at_run_time(name, both):
     assert at_run_time.ok, at_run_time.diagnostics
     seen = both.run(at_run_time.ir)
     assert seen.status == (TRAP if traps else 0), (name, seen)
+
+
+# Every aggregate shape a static's body can build, read and update (issue 22, finding 9: a
+# function reading a struct field was `internal`, a `bool` field silently the wrong value). Each
+# is (declarations, the static's element type, its body); the body is run by the evaluator and
+# again at run time, and the two tables compared element by element.
+SHAPE_DECLS = """
+struct Pt { x: int, y: int }
+struct Fb { on: bool, n: int, off: bool }
+struct Bt { lo: byte, hi: byte }
+struct Fl { a: float, h: f32 }
+struct Seg { from: Pt, to: Pt }
+enum Shape { Dot(Pt), Line(Pt, Pt), Flag(bool), Empty }
+enum Opt[T] { Some(T), Nothing }
+
+fn px(p: Pt) -> [] int { return p.x - p.y; }
+fn fon(f: Fb) -> [] bool { return f.on; }
+fn foff(f: Fb) -> [] bool { return f.off; }
+fn bhi(b: Bt) -> [] byte { return b.hi; }
+fn fsum(f: Fl) -> [] float { return f.a + float_of32(f.h); }
+fn seglen(s: Seg) -> [] int { return s.to.x - s.from.x + s.to.y - s.from.y; }
+fn tup(t: (int, (bool, int))) -> [] int { if t.1.0 { return t.0 + t.1.1; } return t.0; }
+fn weight(s: Shape) -> [] int {
+    match s {
+        Shape::Dot(p) => { return p.x; }
+        Shape::Line(a, b) => { return seglen(Seg { from: a, to: b }); }
+        Shape::Flag(f) => { if f { return 1; } return 2; }
+        Shape::Empty => { return 0 - 3; }
+    }
+}
+fn some_y(o: Opt[Pt]) -> [] int {
+    match o {
+        Opt::Some(p) => { return p.y; }
+        Opt::Nothing => { return 0 - 1; }
+    }
+}
+fn bump[&r](p: &!r Pt) -> [] int { p.y = p.y + p.x; p.x = 0 - p.x; return 0; }
+fn reseg[&r](s: &!r Seg) -> [] int { s.to = Pt { x: s.from.y, y: s.from.x }; return 0; }
+fn flip[&r](f: &!r Fb) -> [] int { f.on = !f.on; f.off = !f.off; return 0; }
+fn retag[&r](t: &!r (int, bool)) -> [] int { t.0 = t.0 * 3; t.1 = !t.1; return 0; }
+"""
+
+SHAPES = {
+    "struct_of_ints": ("int", "let t = alloc_slice[static](2, 0);\n t[0] = px(Pt { x: 3, y: 10 });\n"
+                       " let p = Pt { x: 8, y: 1 };\n t[1] = p.y * 100 + p.x;"),
+    "struct_of_bools": ("bool", "let t = alloc_slice[static](4, true);\n t[0] = fon(Fb { on: false, n: 1, off: true });\n"
+                        " t[1] = foff(Fb { on: true, n: 2, off: false });\n let f = Fb { on: true, n: 0, off: false };\n"
+                        " t[2] = f.on && !f.off;\n t[3] = f.off;"),
+    "bool_field_as_condition": ("int", "let t = alloc_slice[static](2, 0);\n"
+                               " if fon(Fb { on: false, n: 1, off: false }) { t[0] = 1; }\n"
+                               " if foff(Fb { on: true, n: 1, off: false }) { t[1] = 1; }"),
+    "struct_of_bytes": ("byte", "let t = alloc_slice[static](2, byte_of(0));\n t[0] = bhi(Bt { lo: byte_of(1), hi: byte_of(200) });\n"
+                        " let b = Bt { lo: byte_of(7), hi: byte_of(9) };\n t[1] = b.lo;"),
+    "struct_of_floats": ("float", "let t = alloc_slice[static](2, 0.0);\n t[0] = fsum(Fl { a: 0.1, h: f32_of(0.2) });\n"
+                         " let f = Fl { a: 2.5, h: f32_of(0.1) };\n t[1] = f.a * float_of32(f.h);"),
+    "nested_structs": ("int", "let t = alloc_slice[static](3, 0);\n"
+                       " let s = Seg { from: Pt { x: 1, y: 2 }, to: Pt { x: 4, y: 9 } };\n t[0] = seglen(s);\n"
+                       " t[1] = s.to.y - s.from.x;\n let Seg { from, to } = s;\n t[2] = px(to) + px(from);"),
+    "tuples": ("int", "let t = alloc_slice[static](3, 0);\n t[0] = tup((5, (true, 6)));\n t[1] = tup((5, (false, 6)));\n"
+               " let (a, b) = ((1, 2), Pt { x: 3, y: 4 });\n t[2] = a.1 * 10 + b.y;"),
+    "enums_with_payloads": ("int", "let t = alloc_slice[static](6, 0);\n t[0] = weight(Shape::Dot(Pt { x: 5, y: 0 }));\n"
+                            " t[1] = weight(Shape::Line(Pt { x: 1, y: 1 }, Pt { x: 4, y: 5 }));\n"
+                            " t[2] = weight(Shape::Flag(false));\n t[3] = weight(Shape::Empty);\n"
+                            " t[4] = some_y(Opt::Some(Pt { x: 0, y: 9 }));\n t[5] = some_y(Opt::Nothing);"),
+    "slices_of_aggregates": ("int", "let t = alloc_slice[static](3, 0);\n let ps = alloc_slice[static](3, Pt { x: 2, y: 3 });\n"
+                             " ps[2] = Pt { x: 40, y: 1 };\n t[0] = ps[2].x + ps[0].y;\n"
+                             " let os = alloc_slice[static](2, Opt::Some(Pt { x: 0, y: 8 }));\n os[0] = Opt::Nothing;\n"
+                             " t[1] = some_y(os[0]) * 10 + some_y(os[1]);\n let ts = alloc_slice[static](2, (true, 4));\n"
+                             " t[2] = tup((ts[1].1, ts[0]));"),
+    "field_updates": ("int", "let t = alloc_slice[static](6, 0);\n var p = Pt { x: 3, y: 4 };\n"
+                      " borrow mut p as &!r in { let z = bump(r); r.x = r.x - 1; }\n t[0] = p.x;\n t[1] = p.y;\n"
+                      " var s = Seg { from: Pt { x: 1, y: 7 }, to: Pt { x: 0, y: 0 } };\n"
+                      " borrow mut s as &!q in { let z = reseg(q); }\n t[2] = s.to.x * 10 + s.to.y;\n"
+                      " var f = Fb { on: true, n: 5, off: false };\n borrow mut f as &!g in { let z = flip(g); }\n"
+                      " if !f.on && f.off { t[3] = f.n; }\n var u = (7, false);\n"
+                      " borrow mut u as &!w in { let z = retag(w); }\n t[4] = u.0;\n if u.1 { t[5] = 1; }"),
+}
+
+
+def shape_program(name: str) -> tuple[str, list[StaticBody]]:
+    elem, body = SHAPES[name]
+    static = f"static zz_{name}: [{elem}] {{\n    {body}\n    return t;\n}}\n"
+    return "edition 8;\n" + SHAPE_DECLS + static, [StaticBody(f"zz_{name}", elem, f"    {body}\n", "t")]
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
+def test_every_aggregate_shape_agrees_with_its_body_at_run_time(name, both):
+    program, found = shape_program(name)
+    main = runtime_main(found, compare=True)
+    result = api.compile_sources([SourceFile(f"{name}.cho", program + "\n" + main)])
+    assert result.ok, (name, [(d.rule, d.message) for d in result.diagnostics][:3])
+    seen = both.run(result.ir)
+    assert seen.status == 0, (name, seen)

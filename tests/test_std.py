@@ -499,7 +499,10 @@ def test_math_floats_within_one_ulp_of_libm(tmp_path: Path) -> None:
 
 # The rest of std.math, against Python's math (the C libm) the same way: exact for the
 # roundings and fmin/fmax/copysign, within 1 ulp elsewhere (tan within 2: a quotient of two
-# kernels near its poles).
+# kernels near its poles). Where the reference's math.cho deliberately differs from libm, the
+# oracle says the reference's answer: floor, ceil and round give +0.0 for every zero answer
+# (C keeps x's sign), and fmin/fmax answer the second argument on a tie (C leaves it open).
+# trunc is not in the reference and follows C.
 MATH_OPS_MORE = ("fmin", "fmax", "floor", "ceil", "round", "trunc", "copysign", "hypot", "sin", "cos",
                  "tan", "atan", "atan2", "asin", "acos", "expm1", "log1p", "sinh", "cosh", "tanh",
                  "asinh", "acosh", "atanh")
@@ -520,14 +523,17 @@ def _libm_more(op: str, a: float, b: float) -> float:
     if op in ("fmin", "fmax"):
         if math.isnan(a) or math.isnan(b):
             return b if math.isnan(a) else a
-        return min(a, b) if op == "fmin" else max(a, b)
+        if op == "fmin":
+            return a if a < b else b
+        return a if a > b else b
     if op in ("floor", "ceil", "trunc"):
         if not math.isfinite(a):
             return a
         w = float({"floor": math.floor, "ceil": math.ceil, "trunc": math.trunc}[op](a))
-        return math.copysign(w, a) if w == 0 else w
+        return math.copysign(w, a) if w == 0 and op == "trunc" else w
     if op == "round":
-        return _c_round(a)
+        w = _c_round(a)
+        return 0.0 if w == 0 else w
     try:
         if op == "copysign":
             return math.copysign(a, b)
@@ -545,7 +551,8 @@ def _libm_more(op: str, a: float, b: float) -> float:
 
 
 MATH_SPECIAL_MORE = [
-    ("fmin", -0.0, 0.0), ("fmin", math.nan, 3.0), ("fmax", 3.0, math.nan), ("fmin", math.nan, math.nan),
+    ("fmin", -0.0, 0.0), ("fmin", 0.0, -0.0), ("fmax", -0.0, 0.0), ("fmax", 0.0, -0.0),
+    ("round", -0.4, 0), ("round", -0.0, 0), ("ceil", -0.0, 0), ("trunc", -0.0, 0), ("fmin", math.nan, 3.0), ("fmax", 3.0, math.nan), ("fmin", math.nan, math.nan),
     ("floor", -0.5, 0), ("floor", -0.0, 0), ("floor", 9007199254740993.0, 0), ("floor", 1e300, 0),
     ("ceil", -0.5, 0), ("ceil", 0.5, 0), ("ceil", math.inf, 0), ("round", 0.49999999999999994, 0),
     ("round", -0.49999999999999994, 0), ("round", 2.5, 0), ("round", -2.5, 0), ("round", -math.inf, 0),
@@ -741,3 +748,163 @@ def test_process_capture_runs_children_to_their_end(backend: str, tmp_path: Path
                           capture_output=True, timeout=120, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr.decode()
     assert proc.stdout == CAPTURE_EXPECTED
+
+
+# ---------------------------------------------------------------------------------------------
+# std.gcm (and std.aes under it) against OpenSSL, through Python's `cryptography`: random keys
+# of both lengths, nonces, aad and plaintext lengths across block boundaries (0 to 100 bytes,
+# and one of 70,000, past a region's arena), sealed by gcm_driver.cho and compared byte for byte; the driver also
+# checks that `open` gives the plaintext back and refuses a flipped tag bit.
+
+
+def _gcm_records(rnd: random.Random) -> list[tuple[bytes, bytes, bytes, bytes]]:
+    lengths = [0, 1, 15, 16, 17, 31, 32, 33, 47, 48, 64, 100, 70000]
+    cases = []
+    for n in range(40):
+        key = rnd.randbytes(rnd.choice([16, 32]))
+        aad = rnd.randbytes(rnd.choice(lengths[:-1]))
+        pt = rnd.randbytes(lengths[n % len(lengths)])
+        cases.append((key, rnd.randbytes(12), aad, pt))
+    return cases
+
+
+def test_gcm_seal_matches_openssl(tmp_path: Path) -> None:
+    aead = pytest.importorskip("cryptography.hazmat.primitives.ciphers.aead")
+    cases = _gcm_records(random.Random(27))
+    stdin = b"".join(bytes([len(k)]) + k + n + len(a).to_bytes(3, "little") + a
+                     + len(p).to_bytes(3, "little") + p for k, n, a, p in cases)
+    exe = build(tmp_path, STD_TESTS / "gcm_driver.cho")
+    res = run_executable(exe, [str(exe)], stdin, StdoutTarget.pipe(),
+                         RunLimits(timeout=120, max_output=None))
+    assert res.exit_status == 0, res.describe()
+    out, at = res.stdout, 0
+    for key, nonce, aad, pt in cases:
+        want = aead.AESGCM(key).encrypt(nonce, pt, aad)
+        got = out[at:at + len(want)]
+        assert got == want, (len(key), len(aad), len(pt))
+        assert out[at + len(want)] == 0, "open did not round-trip or accepted a bad tag"
+        at += len(want) + 1
+    assert at == len(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# std.bigmod and std.bignum against Python's int, through bignum_driver.cho: moduli from 2 to
+# 4,096 bits (odd, and the refusals: even, under 2 bits, an operand not below n, an empty
+# exponent), exponents of every length including zero, the register arithmetic (products in
+# and out of Montgomery form, sums, differences, inverses modulo primes, a load reduced once)
+# and the fixed-width limb operations of std.bignum on 256-bit values.
+
+PRIMES = [3, 5, 65537, 1000000007, 2**127 - 1, 2**255 - 19,
+          2**256 - 2**224 + 2**192 + 2**96 - 1, 2**521 - 1]
+
+
+def _be(v: int, width: int | None = None) -> bytes:
+    width = max(1, (v.bit_length() + 7) // 8) if width is None else width
+    return v.to_bytes(width, "big")
+
+
+def _record(op: int, x: bytes, y: bytes, z: bytes) -> bytes:
+    return bytes([op]) + b"".join(len(v).to_bytes(2, "little") + v for v in (x, y, z))
+
+
+def _bigmod_cases(rnd: random.Random) -> list[tuple[int, bytes, bytes, bytes]]:
+    cases: list[tuple[int, bytes, bytes, bytes]] = []
+    sizes = [2, 3, 8, 29, 30, 31, 59, 60, 61, 64, 127, 255, 256, 521, 1024, 2048, 4096]
+    for bits in sizes + [rnd.randint(2, 1200) for _ in range(25)]:
+        n = rnd.getrandbits(bits) | (1 << (bits - 1)) | 1
+        width = (bits + 7) // 8 + rnd.choice([0, 0, 1])  # leading zero bytes are allowed
+        ebits = 17 if bits >= 2048 else rnd.choice([0, 1, 2, 17, bits, bits + 5])
+        e = rnd.getrandbits(ebits) if ebits else 0
+        a = rnd.randrange(n)
+        cases.append((0, _be(n, width), _be(e, rnd.choice([None, (ebits + 7) // 8 + 2])), _be(a)))
+        y, z = rnd.randrange(n), rnd.randrange(n)
+        for op in (1, 2, 3):
+            cases.append((op, _be(n, width), _be(y), _be(z)))
+        cases.append((5, _be(n, width), _be(rnd.randrange(2 * n)), b"\x00"))
+    for p in PRIMES:
+        cases.append((4, _be(p), _be(rnd.randrange(1, p)), b"\x00"))
+        cases.append((1, _be(p), _be(p - 1), _be(p - 1)))
+        cases.append((3, _be(p), _be(0), _be(p - 1)))
+        cases.append((2, _be(p), _be(p - 1), _be(p - 1)))
+    n = rnd.getrandbits(300) | 1 | 1 << 299
+    cases += [(0, _be(n - 1), b"\x03", b"\x02"), (0, b"\x01", b"\x03", b"\x00"), (0, b"\x00\x00", b"\x03", b"\x00"),
+              (0, _be(n), b"", b"\x02"), (0, _be(n), b"\x05", _be(n)), (0, _be(n), b"\x05", _be(n + 1)),
+              (0, _be(2**4097 + 1), b"\x03", b"\x02"), (0, _be(2**4095 + 1), b"\x03", _be(2**4095)),
+              (1, _be(n), _be(n), b"\x01"), (5, _be(n), _be(2 * n), b"\x00"), (5, _be(n), _be(2 * n - 1), b"\x00"),
+              (5, _be(n | 1 << 302), _be(2 * n - 1), b"\x00")]
+    return cases
+
+
+def _bigmod_want(op: int, x: bytes, y: bytes, z: bytes) -> tuple[int, bytes]:
+    """The driver's status and len(x) bytes (zeros after a refusal) for a bigmod record."""
+    n, a, b = (int.from_bytes(v, "big") for v in (x, y, z))
+    refused = bytes(len(x))
+    if n.bit_length() < 2 or n.bit_length() > 4096:
+        return -2, refused
+    if n % 2 == 0:
+        return -1, refused
+    if op == 0:
+        if not y:
+            return -4, refused
+        if b >= n:
+            return -3, refused
+        return 0, pow(b, a, n).to_bytes(len(x), "big")
+    if op == 5:
+        # below 2n, and (as the reference's load) within the modulus's 30-bit limbs
+        fits = a < 2 * n and a.bit_length() <= 30 * ((n.bit_length() + 29) // 30)
+        return (0, (a % n).to_bytes(len(x), "big")) if fits else (-3, refused)
+    if a >= n or (op != 4 and b >= n):
+        return -3, refused
+    v = {1: a * b, 2: a + b, 3: a - b, 4: pow(a, -1, n) if op == 4 else 0}[op] % n
+    return 0, v.to_bytes(len(x), "big")
+
+
+def _bignum_cases(rnd: random.Random) -> list[tuple[int, bytes, bytes, bytes]]:
+    cases = []
+    for _ in range(200):
+        op = rnd.randint(6, 11)
+        y = rnd.getrandbits(rnd.choice([0, 1, 31, 32, 33, 64, 200, 256]))
+        if op in (6, 7, 8):
+            z = {6: rnd.randint(0, 2**31), 7: rnd.randint(0, 300), 8: rnd.randint(0, 40)}[op]
+        else:
+            z = rnd.choice([y, rnd.getrandbits(256), y ^ 1])
+        cases.append((op, b"", _be(y, 32), _be(z, 32 if op > 8 else 8)))
+    return cases
+
+
+def _bignum_want(op: int, y: bytes, z: bytes) -> tuple[int, bytes]:
+    a, b = int.from_bytes(y, "big"), int.from_bytes(z, "big")
+    top = 2**256
+    if op == 6:
+        return (a * b) >> 256, ((a * b) % top).to_bytes(32, "big")
+    if op == 7:
+        return 0, ((a << b) % top).to_bytes(32, "big")
+    if op == 8:
+        return 0, ((a * 10**b) % top).to_bytes(32, "big")
+    if op == 9:
+        return int(b > a), ((a - b) % top).to_bytes(32, "big")
+    if op == 10:
+        return (a + b) >> 256, ((a + b) % top).to_bytes(32, "big")
+    return (a > b) - (a < b) + (10 if a == 0 else 0), y
+
+
+def test_bigmod_and_bignum_against_python_int(tmp_path: Path) -> None:
+    rnd = random.Random(2027)
+    cases = _bigmod_cases(rnd) + _bignum_cases(rnd)
+    exe = build(tmp_path, STD_TESTS / "bignum_driver.cho")
+    res = run_executable(exe, [str(exe)], b"".join(_record(*c) for c in cases), StdoutTarget.pipe(),
+                         RunLimits(timeout=300, max_output=None))
+    assert res.exit_status == 0, res.describe()
+    out, at, bad = res.stdout, 0, []
+    for op, x, y, z in cases:
+        code, want = _bigmod_want(op, x, y, z) if op < 6 else _bignum_want(op, y, z)
+        got_code = out[at] - 128
+        code = (code + 128) % 256 - 128  # the driver's status is one byte (mul_small's carry)
+        size = len(x) if op < 6 else 32
+        got = out[at + 1: at + 1 + size]
+        at += 1 + size
+        if (got_code, got) != (code, want):
+            bad.append(f"op {op} n={x.hex()[:40]} y={y.hex()[:40]} z={z.hex()[:40]}: "
+                       f"{got_code} {got.hex()[:40]}, want {code} {want.hex()[:40]}")
+    assert at == len(out)
+    assert not bad, f"{len(bad)} of {len(cases)}:\n" + "\n".join(bad[:20])

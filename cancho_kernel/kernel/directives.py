@@ -33,6 +33,7 @@ from typing import Protocol
 from ..compiler.backends.process import DEFAULT_RUN_LIMITS, SAFE_CAPS
 from ..compiler.diagnostics import RULES
 from ..compiler.source import SourceFile
+from . import example_files
 from . import presentation as P
 from .options import (CPU, LOAD_CAP, MAX_OUTPUT, MEMORY, PROCESSES, STDIN_FILE_CAP, TIMEOUT,  # noqa: F401
                       Bound, DirectiveError, RunOptions, Settings, _check_caps, _mib, _Parser,
@@ -456,20 +457,32 @@ def _file(ctx: Context, args: str, body: Body) -> None:
     ctx.display({"text/plain": f"{verb} {words[0]} ({len(data)} bytes)"})
 
 
-@directive("%load", "%load FILE.cho", "use FILE.cho (UTF-8, at most 8 MiB; in safe mode inside the "
-           "notebook's directory) as the cell's text (diagnostics point into the file)")
+@directive("%load", "%load FILE.cho | %load --example NAME.cho",
+           "use FILE.cho (UTF-8, at most 8 MiB; in safe mode inside the notebook's directory) as the cell's "
+           "text (diagnostics point into the file); --example NAME.cho takes one of the example programs the "
+           "package carries (e.g. base64/base64.cho), so the notebook runs wherever it is copied")
 def _load(ctx: Context, args: str, body: Body):
     words = split_args(args)
+    example = words[:1] == ["--example"]
+    if example:
+        words = words[1:]
     if len(words) != 1:
-        raise DirectiveError("%load takes one file name")
+        raise DirectiveError("%load --example takes one example name" if example else "%load takes one file name")
     if not body.blank:
         raise DirectiveError("%load replaces the cell's text: write it on a cell without other code")
-    data = read_opened(words[0], ctx.settings, LOAD_CAP, "%load")
+    if example:
+        try:
+            path = example_files.find(words[0]).path
+        except example_files.ExampleError as e:
+            raise DirectiveError(f"%load --example: {e}") from None
+        data = read_opened(str(path), Settings(), LOAD_CAP, "%load --example")  # the package's own file
+    else:
+        data = read_opened(words[0], ctx.settings, LOAD_CAP, "%load")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise DirectiveError(f"%load: {words[0]} is not UTF-8 text (byte {e.start} is not valid UTF-8)") from None
-    return Body(text, 0, words[0])
+    return Body(text, 0, f"examples/{words[0]}" if example else words[0])
 
 
 @directive("%backend", "%backend [jit|exe]", "set the session's default backend (no argument: show it)")

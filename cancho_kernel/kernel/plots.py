@@ -12,6 +12,9 @@ from __future__ import annotations
 import base64
 import html
 import io
+import re
+import statistics
+import textwrap
 from dataclasses import dataclass
 
 C_COLOUR = "#8c8c8c"
@@ -76,8 +79,125 @@ def table(doc: dict) -> str:
             + "".join(f"<p style=\"font-size:smaller\">{n}</p>" for n in notes))
 
 
+@dataclass(frozen=True)
+class Measure:
+    """One measure a chart shows, per program: the median, its whisker (min–max) and the
+    ratio to the first program, paired per round (as a claim computes it for CPU time)."""
+
+    title: str
+    median: tuple[float, ...]
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    ratio: tuple[float | None, ...]
+
+
+def _paired(samples: list[list[float]]) -> tuple[float | None, ...]:
+    first = samples[0]
+    out: list[float | None] = []
+    for s in samples:
+        pairs = [x / y for x, y in zip(s, first) if y > 0]
+        out.append(statistics.median(pairs) if pairs else None)
+    return tuple(out)
+
+
+def _measure(title: str, samples: list[list[float]]) -> Measure:
+    med = tuple(statistics.median(s) if s else 0.0 for s in samples)
+    return Measure(title, med, tuple(min(s) if s else 0.0 for s in samples),
+                   tuple(max(s) if s else 0.0 for s in samples), _paired(samples))
+
+
+def wall(doc: dict) -> Measure:
+    """Wall time: the item summaries' median and min–max, the bench's paired ratio."""
+    items = doc["items"]
+    ratios = tuple(1.0 if i == 0 else (it["ratio"]["median"] if it.get("ratio") else None)
+                   for i, it in enumerate(items))
+    return Measure("wall time, ms", tuple(it["wall_ms"]["median"] for it in items),
+                   tuple(it["wall_ms"]["min"] for it in items), tuple(it["wall_ms"]["max"] for it in items), ratios)
+
+
+def cpu(doc: dict) -> Measure:
+    """CPU time (user + sys) per run: what ``--claim`` judges."""
+    samples = []
+    for it in doc["items"]:
+        raw = it.get("samples") or {}
+        if raw.get("user_ms"):
+            samples.append([u + s for u, s in zip(raw["user_ms"], raw["sys_ms"])])
+        else:                               # a document without its samples: the medians alone
+            samples.append([it["user_ms"]["median"] + it["sys_ms"]["median"]])
+    return _measure("CPU time (user + sys), ms", samples)
+
+
+def tick_label(label: str, width: int) -> str:
+    """A program's name broken into lines of about ``width`` characters, at spaces and
+    underscores first (``base64_before`` → ``base64_\nbefore``)."""
+    if len(label) <= width:
+        return label
+    parts = re.findall(r"[^ _]+[ _]?|[ _]", label)
+    lines, line = [], ""
+    for part in parts:
+        if line and len(line) + len(part.rstrip()) > width:
+            lines.append(line.rstrip())
+            line = ""
+        while len(part) > width:            # one word longer than the line: cut it
+            lines.append(part[:width])
+            part = part[width:]
+        line += part
+    if line.strip():
+        lines.append(line.rstrip())
+    return "\n".join(lines)
+
+
+def alt_text(doc: dict) -> str:
+    """What the plot shows, for a reader who cannot see it: the programs, their medians and
+    their ratios to the first, in both measures, and each claim's verdict."""
+    w, c = wall(doc), cpu(doc)
+    n = doc["runs"]
+
+    def row(m: Measure) -> str:
+        return "; ".join(f"{it['label']} {med:.2f} ms" + (f" ({r:.2f}× first)" if r is not None else "")
+                         for it, med, r in zip(doc["items"], m.median, m.ratio))
+
+    text = (f"Bar chart of a bench of {len(doc['items'])} program{'s' if len(doc['items']) != 1 else ''}, "
+            f"{n} run{'s' if n != 1 else ''} each. Wall time, median: {row(w)}. "
+            f"CPU time (user + sys), median: {row(c)}.")
+    for cl in doc.get("claims", []):
+        text += f" Claim {cl['claim']} (CPU time): {cl['ratio']:.2f}, {'holds' if cl['holds'] else 'does not hold'}."
+    return text
+
+
+def _bars(ax, m: Measure, colours: list[str], labels: list[str], fig_width: float, n: int) -> None:
+    """One measure's bars, whiskers and ratios, with headroom above the tallest whisker."""
+    x = list(range(n))
+    ax.bar(x, m.median, color=colours, yerr=[[md - lo for md, lo in zip(m.median, m.low)],
+                                             [hi - md for md, hi in zip(m.median, m.high)]],
+           capsize=5, ecolor="#333333")
+    top = max(m.high) or 1.0
+    for i, r in enumerate(m.ratio):
+        if r is not None:
+            ax.text(i, m.high[i] + top * 0.03, f"{r:.2f}×", ha="center", va="bottom", fontsize=9,
+                    fontweight="bold")
+    ax.set_ylim(0, top * 1.25)
+    width = max(8, int(fig_width * 0.5 * 72 / n / 7.5))    # characters a tick's slot holds at 9 pt
+    ax.set_xticks(x, [tick_label(lb, width) for lb in labels], fontsize=9)
+    ax.set_ylabel(m.title)
+    ax.spines[["top", "right"]].set_visible(False)
+
+
 def png(doc: dict) -> bytes | None:
-    """The bar chart, or None when matplotlib is not installed."""
+    """The chart as PNG, or None when matplotlib is not installed."""
+    fig = figure(doc)
+    if fig is None:
+        return None
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
+
+
+def figure(doc: dict):
+    """The chart (a matplotlib Figure, no pyplot state), or None without matplotlib: wall time
+    and CPU time side by side, each with its whiskers and its ratio to the first program (the
+    CPU panel's is the one a claim judges), the claims and their verdicts in the CPU panel's
+    title; names wrapped to their slot, headroom above the tallest whisker and its ratio."""
     try:
         from matplotlib.backends.backend_agg import FigureCanvasAgg
         from matplotlib.figure import Figure
@@ -93,40 +213,23 @@ def png(doc: dict) -> bytes | None:
             colours.append(CANCHO_COLOURS[k % len(CANCHO_COLOURS)])
             k += 1
     n = len(items)
-    fig = Figure(figsize=(max(6.0, 1.3 * n + 4.5), 3.6), dpi=100)
+    width = min(12.0, max(7.5, 2.2 * n + 3.0))
+    fig = Figure(figsize=(width, 4.2), dpi=100, layout="constrained")
     FigureCanvasAgg(fig)
-    wall_ax, cpu_ax = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
-    x = list(range(n))
-    med = [it["wall_ms"]["median"] for it in items]
-    lo = [it["wall_ms"]["median"] - it["wall_ms"]["min"] for it in items]
-    hi = [it["wall_ms"]["max"] - it["wall_ms"]["median"] for it in items]
-    bars = wall_ax.bar(x, med, color=colours, yerr=[lo, hi], capsize=5, ecolor="#333333")
-    top = max(m + h for m, h in zip(med, hi)) or 1.0
-    for i, (bar, it) in enumerate(zip(bars, items)):
-        r = it["ratio"]
-        text = "1.00×" if i == 0 else (f"{r['median']:.2f}×" if r else "")
-        wall_ax.text(bar.get_x() + bar.get_width() / 2, med[i] + hi[i] + top * 0.02, text,
-                     ha="center", va="bottom", fontsize=9, fontweight="bold")
-    wall_ax.set_ylim(0, top * 1.18)
-    wall_ax.set_xticks(x, labels, rotation=15 if n > 3 else 0, ha="right" if n > 3 else "center")
-    wall_ax.set_ylabel("wall time, ms")
-    title = f"wall time: median, min–max ({doc['runs']} runs); × first, paired per round"
+    wall_ax, cpu_ax = fig.subplots(1, 2)
+    _bars(wall_ax, wall(doc), colours, labels, width, n)
+    _bars(cpu_ax, cpu(doc), colours, labels, width, n)
+    chars = int(width * 0.5 * 72 / 6.5)                     # a panel title's line at 9 pt
+    wall_ax.set_title(textwrap.fill("wall time: median, min–max; × first, paired per round", chars), fontsize=9)
+    claims = "; ".join(f"{c['claim']}: {c['ratio']:.2f} {'holds' if c['holds'] else 'DOES NOT HOLD'}"
+                       for c in doc.get("claims", []))
+    cpu_ax.set_title(textwrap.fill("CPU time, user + sys: median, min–max; × first, paired per round"
+                                   + (" — what --claim judges: " + claims if claims else ""), chars), fontsize=9)
+    heading = f"{n} program{'s' if n != 1 else ''}, {doc['runs']} interleaved run{'s' if doc['runs'] != 1 else ''} each"
     if doc.get("values"):
-        title += "  [" + ", ".join(f"{k}={v}" for k, v in doc["values"].items()) + "]"
-    wall_ax.set_title(title, fontsize=9)
-    user = [it["user_ms"]["median"] for it in items]
-    system = [it["sys_ms"]["median"] for it in items]
-    cpu_ax.bar(x, user, color=colours, label="user")
-    cpu_ax.bar(x, system, bottom=user, color=colours, alpha=0.45, hatch="//", label="sys")
-    cpu_ax.set_xticks(x, labels, rotation=15 if n > 3 else 0, ha="right" if n > 3 else "center")
-    cpu_ax.set_ylabel("CPU time, ms (median)")
-    cpu_ax.set_title("user (solid) + sys (hatched)", fontsize=9)
-    for ax in (wall_ax, cpu_ax):
-        ax.spines[["top", "right"]].set_visible(False)
-    fig.tight_layout()
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+        heading += "  [" + ", ".join(f"{k}={v}" for k, v in doc["values"].items()) + "]"
+    fig.suptitle(heading, fontsize=10)
+    return fig
 
 
 @dataclass(frozen=True)
@@ -159,7 +262,7 @@ def displays(doc: dict) -> BenchDisplays:
     plot = None
     if image is not None:
         plot = Display({"image/png": base64.b64encode(image).decode("ascii"), "text/plain": plot_plain(doc)},
-                       {"image/png": {"alt": plain(doc)}})
+                       {"image/png": {"alt": alt_text(doc)}})
     else:
         table_meta["cancho"]["plot"] = "unavailable: matplotlib is not installed"
     return BenchDisplays(plot, Display({"text/plain": plain(doc), "text/html": table(doc)}, table_meta))

@@ -202,6 +202,9 @@ class AggregateChecks:
                 fail(Rule.DUPLICATE_DECLARATION, f"`{n.name}` is bound twice in this pattern", n.span)
             seen.add(n.name)
         self.chk.bindings[s] = tuple(self.chk.declare(n.name, p, False, n.span, LocalKind.FIELD) for n, p in zip(s.names, t.parts))
+        for loc in self.chk.bindings[s]:
+            self.chk.builtin_calls.threads.bound(s.value, loc)
+            self.chk.aliases.bind(loc, s.value)
 
     def match_stmt(self, s: ast.Match) -> None:
         st = self.chk.expr(s.scrutinee)
@@ -257,6 +260,8 @@ class AggregateChecks:
                             continue
                         ty = pt if owned else Ref(st.region, st.unique, pt)
                         locs.append((i, self.chk.declare(b.name, ty, False, b.span, LocalKind.FIELD)))
+                        self.chk.builtin_calls.threads.bound(s.scrutinee, locs[-1][1])
+                        self.chk.aliases.bind(locs[-1][1], s.scrutinee)
             arms.append(self.chk.scoped_block(arm.body, extra=extra))
             self.chk.bindings[arm] = ArmBinding(tuple(locs))
         if not catch_all:

@@ -26,6 +26,7 @@ from .aggregates import AggregateChecks
 from .checked import CheckedFn, Poisoned  # noqa: F401 - re-exported
 from .typed import (ArmBinding, BorrowBinding, CallKind, CallTarget, FnValue, Local, LocalKind, MatchShape,  # noqa: F401
                     NodeMap, StaticRef, TypedBody)
+from .aliasing import Aliases
 from .builtin_calls import BuiltinCalls
 from .unify import TypeRelations
 from .typetable import TypeTable
@@ -78,6 +79,7 @@ class BodyChecker:
         self.rel = TypeRelations(item, sig)
         self.agg = AggregateChecks(self)
         self.builtin_calls = BuiltinCalls(self)
+        self.aliases = Aliases(self)
         self.defers: list[list[list]] = []  # per open block: the event lists of its defers
         # What the walk learns, keyed by node (never written into the tree); settled into a
         # frozen TypedBody when the body is done.
@@ -160,6 +162,7 @@ class BodyChecker:
         for (name, ty), p in zip(self.sig.params, getattr(decl, "params", [])):
             loc = self.declare(name, ty, False, p.name.span, LocalKind.PARAM)
             self.params.append(loc)
+        self.aliases.params(self.params)
         body_events, _ = self.sub_events(lambda: self.block_stmts(decl.body))
         return self.settle(self.ev + [L.Scope(body_events, decl.body.span)])
 
@@ -287,7 +290,8 @@ class BodyChecker:
             fail(Rule.TYPE_MISMATCH, "this expression has no value to bind", s.value.span)
         loc = self.declare(s.name.name, t, s.mutable, s.name.span, LocalKind.VAR if s.mutable else LocalKind.LET)
         self.bindings[s] = loc
-        self.builtin_calls.threads.bound(s.value, loc)  # a thread's handle, a copy of a `&!`
+        self.builtin_calls.threads.bound(s.value, loc)  # a thread's handle
+        self.aliases.bind(loc, s.value)  # a copy of a reference, anywhere inside the value
 
     def while_stmt(self, s: ast.While) -> None:
         def loop():
@@ -379,6 +383,9 @@ class BodyChecker:
                       s.span)
         ftypes = dict(fields)
         self.bindings[s] = tuple(self.declare(f.name, ftypes[f.name], False, f.span, LocalKind.FIELD) for f in s.fields)
+        for loc in self.bindings[s]:
+            self.builtin_calls.threads.bound(s.value, loc)
+            self.aliases.bind(loc, s.value)
 
     def assign(self, s: ast.Assign) -> None:
         """`place = value`: the value first, then the place (a `var`, `s[i]`, `*r`, `r.f`)."""
@@ -387,6 +394,7 @@ class BodyChecker:
         match target:
             case ast.Name():
                 self.assign_local(target, vt, s.value.span)
+                self.aliases.bind(self.resolved[target], s.value)
             case ast.Index():
                 bt = self.sliced(target.base, [target.index], "indexed")
                 if not bt.unique:
@@ -410,6 +418,8 @@ class BodyChecker:
                 fail(Rule.NOT_A_PLACE,
                      "only a `var`, `s[i]` through a unique slice, a field through a unique reference, or `*r` can be assigned",
                      target.span)
+        if not isinstance(target, ast.Name):
+            self.aliases.place(target, s.value, vt)
 
     def assign_local(self, target: ast.Name, vt: Type, vspan: Span) -> None:
         loc = self.lookup_local(target.name)
@@ -445,6 +455,7 @@ class BodyChecker:
         def bind_ref():
             self.bindings[s] = BorrowBinding(loc, self.declare(s.region.name, Ref(reg, s.unique, loc.ty), False,
                                                                s.region.span, LocalKind.BORROW))
+            self.aliases.borrowed(self.bindings[s].ref, loc)
         self.ev.extend(self.scoped_block(s.body, extra=bind_ref, region=(s.region.name, reg)))
         self.emit(L.Thaw(loc, s.unique))
 
@@ -707,6 +718,7 @@ class BodyChecker:
             self.rel.bind(p, self.expr(a), {}, rsub, free, a.span)
         self.resolved[e] = CallTarget(CallKind.INDIRECT, loc.name)
         self.performed |= set(ft.row)
+        self.aliases.call(e.args)
         return ft.ret
 
     def call_item(self, e: ast.Call, item: ItemRef) -> Type:
@@ -723,6 +735,7 @@ class BodyChecker:
         self.callees.append(item)
         if sig.tparams and item.kind == "fn":
             self.generic_calls.append(e)
+        self.aliases.call(e.args)
         return ret
 
     def call_sig(self, sig: FnSig, e: ast.Call, first: Optional[Type] = None) -> tuple[Type, dict]:

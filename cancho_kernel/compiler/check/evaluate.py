@@ -11,6 +11,10 @@ slice element of a scalar (1 for `byte`; an aggregate its run-time stride) and c
 allocation is made. Exceeding either is
 `static-item` at the static being evaluated, long before the compiler's own memory is at risk.
 Scalar slices are held in `array`s, so the evaluator's memory is what the budget counts.
+
+Aggregates are values, as at run time: a tuple is a Python tuple, a struct a `StructV` (its fields
+by name) and an enum an `EnumV` (variant and payload); an update through a `&!` replaces the
+borrowed binding's whole value, so no two bindings ever share a mutable aggregate.
 """
 
 from __future__ import annotations
@@ -64,6 +68,31 @@ def new_store(elem: Type, n: int, fill) -> list | array:
     if code is None:
         return [fill] * n
     return array(code, [int(fill) if elem == BOOL else fill]) * n
+
+
+@dataclass(frozen=True)
+class StructV:
+    """A struct value: its fields by name, as the literal or the update gave them. Immutable
+    (a struct is copied by value, so an update through a reference replaces the whole value)."""
+
+    fields: tuple[tuple[str, object], ...]
+
+    def get(self, name: str):
+        for n, v in self.fields:
+            if n == name:
+                return v
+        raise KeyError(name)
+
+    def with_field(self, name: str, value) -> "StructV":
+        return StructV(tuple((n, value if n == name else v) for n, v in self.fields))
+
+
+@dataclass(frozen=True)
+class EnumV:
+    """An enum value: the variant's name and its payload."""
+
+    tag: str
+    payload: tuple
 
 
 @dataclass
@@ -188,9 +217,9 @@ class Evaluator:
                 for loc, part in zip(fn.typed.bindings[s], self.expr(s.value, fn)):
                     self.set_local(loc, part)
             case ast.LetStruct():
-                values, names = self.expr(s.value, fn)
-                for loc in fn.typed.bindings[s]:
-                    self.set_local(loc, values[names.index(loc.name)])
+                whole = self.expr(s.value, fn)
+                for f, loc in zip(s.fields, fn.typed.bindings[s]):
+                    self.set_local(loc, whole.get(f.name))
             case ast.Defer():
                 defers.append(s.expr)
             case ast.Borrow():
@@ -223,20 +252,31 @@ class Evaluator:
             case ast.Unary(op="*"):
                 c = self.expr(t.operand, fn)
                 c.frame[c.key] = v
+            case ast.FieldAccess() | ast.TupleIndex():
+                c = self.expr(t.base, fn)  # a `&!` (type-checked): the binding it borrows
+                if not isinstance(c, Cell):
+                    raise Refusal(Rule.STATIC_ITEM, "a static cannot evaluate this assignment", s.span)
+                c.frame[c.key] = self.updated(c.frame[c.key], t, v, fn)
             case _:
                 raise Refusal(Rule.STATIC_ITEM, "a static cannot evaluate this assignment", s.span)
+
+    def updated(self, whole, t: ast.FieldAccess | ast.TupleIndex, v, fn: CheckedFn):
+        """`whole` with the member `t` names replaced by `v`."""
+        if isinstance(t, ast.FieldAccess):
+            return whole.with_field(t.name.name, v)
+        idx = fn.typed.res(t).index
+        return whole[:idx] + (v,) + whole[idx + 1:]
 
     def match(self, s: ast.Match, fn: CheckedFn) -> None:
         v = self.expr(s.scrutinee, fn)
         if isinstance(v, Cell):
             v = v.frame[v.key]
-        tag, payload = v
         for arm in s.arms:
             pat = arm.pattern
-            if isinstance(pat, ast.VariantPattern) and pat.variant.name != tag:
+            if isinstance(pat, ast.VariantPattern) and pat.variant.name != v.tag:
                 continue
             for i, loc in fn.typed.bindings[arm].binds:
-                self.set_local(loc, payload[i])
+                self.set_local(loc, v.payload[i])
             self.block(arm.body, fn)
             return
 
@@ -261,8 +301,9 @@ class Evaluator:
         v = self.expr(e.base, fn)
         if isinstance(v, Cell):
             v = v.frame[v.key]
-        idx = fn.typed.res(e).index
-        return v[idx] if isinstance(v, tuple) else v[0][idx]
+        if isinstance(e, ast.FieldAccess):
+            return v.get(e.name.name)
+        return v[fn.typed.res(e).index]
 
     def str_lit(self, e: ast.StrLit, fn: CheckedFn) -> "SliceV":
         self.charge(len(e.value), BYTE, e.span)
@@ -357,8 +398,8 @@ EXPR_EVALUATIONS = {
     ast.SliceExpr: Evaluator.slice_expr,
     ast.AllocSlice: Evaluator.alloc_slice,
     ast.TupleExpr: lambda ev, e, fn: tuple(ev.expr(p, fn) for p in e.parts),
-    ast.StructLit: lambda ev, e, fn: ([ev.expr(f.value, fn) for f in e.fields], [f.name.name for f in e.fields]),
-    ast.VariantExpr: lambda ev, e, fn: (e.variant.name, tuple(ev.expr(a, fn) for a in (e.args or []))),
+    ast.StructLit: lambda ev, e, fn: StructV(tuple((f.name.name, ev.expr(f.value, fn)) for f in e.fields)),
+    ast.VariantExpr: lambda ev, e, fn: EnumV(e.variant.name, tuple(ev.expr(a, fn) for a in (e.args or []))),
 }
 
 

@@ -90,18 +90,20 @@ class Loop:
 
 @dataclass(eq=False)
 class Lease:
-    """A unique reference given to a thread by `spawn`: every binding it was read from (and what
-    they copy) is lent until `handle` (the binding that holds the thread, set once known) or
-    this very lease is joined (check/threads.py)."""
+    """A reference given to a thread by `spawn`: every binding it was read from (and every
+    binding of the same alias class) is lent until `handle` (the binding that holds the thread,
+    set once known) or this very lease is joined (check/threads.py). A `shared` lease lends only
+    when its class also holds a unique reference (two readers are no race)."""
 
     sources: tuple
     span: Span
     handle: Optional[object] = None
+    shared: bool = False
 
 
 @dataclass
 class Alias:
-    """`let a = r` with `r` a unique reference: `a` reaches whatever `r` reaches."""
+    """`slot` may reach what `sources` reach (check/aliasing.py): one class for the whole body."""
 
     slot: object
     sources: tuple
@@ -129,31 +131,75 @@ class _State:
     live: dict = field(default_factory=dict)  # slot -> LIVE | MOVED (res slots only)
     borrow: dict = field(default_factory=dict)  # slot -> ("frozen", n) | ("locked",)
     leases: list = field(default_factory=list)  # Lease events not yet joined
-    roots: dict = field(default_factory=dict)  # slot -> the unique references it copies
 
     def copy(self) -> "_State":
-        return _State(dict(self.live), dict(self.borrow), list(self.leases), dict(self.roots))
+        return _State(dict(self.live), dict(self.borrow), list(self.leases))
 
-    def reach(self, slot) -> set:
-        """The bindings a read of `slot` reaches: itself and what it copies."""
-        return {slot} | self.roots.get(slot, set())
 
-    def lent(self, slot):
-        """The unjoined lease that holds what `slot` reaches, if any."""
-        mine = self.reach(slot)
-        for lease in self.leases:
-            if any(mine & self.reach(s) for s in lease.sources):
-                return lease
-        return None
+class AliasClasses:
+    """The bindings that may reach one object, joined over a whole body's `Alias` events.
+    Flow-insensitive on purpose: a class holds for every branch and every loop iteration, so a
+    `var` assigned in a later iteration or another arm is never missed."""
+
+    def __init__(self, events: list):
+        self.parent: dict = {}
+        stack = [events]
+        while stack:
+            for ev in stack.pop():
+                if isinstance(ev, Alias):
+                    for s in ev.sources:
+                        self.union(ev.slot, s)
+                elif isinstance(ev, (Scope, Loop)):
+                    stack.append(ev.events)
+                elif isinstance(ev, Branch):
+                    stack.extend(ev.arms)
+        self.members: dict = {}
+        for s in list(self.parent):
+            self.members.setdefault(self.find(s), []).append(s)
+
+    def find(self, slot):
+        root = slot
+        while self.parent.get(root, root) is not root:
+            root = self.parent[root]
+        while slot is not root:
+            up = self.parent[slot]
+            self.parent[slot] = root
+            slot = up
+        return root
+
+    def union(self, a, b) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra is not rb:
+            self.parent[ra] = rb
+        self.parent.setdefault(rb, rb)
+
+    def of(self, slot) -> list:
+        """Every binding of `slot`'s class (itself when it aliases nothing)."""
+        return self.members.get(self.find(slot), [slot])
 
 
 class Replay:
     """Replays events; `is_res(slot)` and `is_res_type(t)` come from the checker's mode function."""
 
-    def __init__(self, is_res_type: Callable[[object], bool], type_str: Callable[[object], str]):
+    def __init__(self, is_res_type: Callable[[object], bool], type_str: Callable[[object], str],
+                 classes: Optional[AliasClasses] = None, holds_unique: Callable[[object], bool] = lambda t: True):
         self.is_res_type = is_res_type
         self.type_str = type_str
+        self.classes = classes or AliasClasses([])
+        self.holds_unique = holds_unique
         self.declared_order: list = []
+
+    def lent(self, slot, st: _State):
+        """The unjoined lease that holds what `slot` may reach, if any."""
+        root = self.classes.find(slot)
+        for lease in st.leases:
+            if any(self.classes.find(s) is root for s in lease.sources):
+                return lease
+        return None
+
+    def lends(self, lease: Lease) -> bool:
+        """A shared lease matters only if something of its class is (or holds) a `&!`."""
+        return not lease.shared or any(self.holds_unique(m.ty) for s in lease.sources for m in self.classes.of(s))
 
     def fail(self, rule: Rule, msg: str, span: Span) -> None:
         raise LinearityError(Diagnostic(rule, msg, span))
@@ -175,9 +221,10 @@ class Replay:
                 self._lent_check(ev.slot, st, ev.span)
                 self._use(ev, st)
             case Lease():
-                st.leases.append(ev)
+                if self.lends(ev):
+                    st.leases.append(ev)
             case Alias():
-                st.roots[ev.slot] = set().union(*(st.reach(s) for s in ev.sources))
+                pass  # joined into classes before the replay
             case Join():
                 st.leases = [l for l in st.leases
                              if l is not ev.lease and (ev.handle is None or l.handle is not ev.handle)]
@@ -220,7 +267,7 @@ class Replay:
         return False
 
     def _lent_check(self, slot, st: _State, span: Span) -> None:
-        if st.leases and st.lent(slot) is not None:
+        if st.leases and self.lent(slot, st) is not None:
             self.fail(Rule.BORROW_CONFLICT,
                       f"`{slot.name}` is lent to a thread that has not been joined; `join` its handle before "
                       f"using `{slot.name}` again", span)
@@ -298,7 +345,6 @@ class Replay:
                       "the branches disagree about whether a thread still holds a `&!`: join the handle by name "
                       "in every arm, or in none", ev.span)
         st.leases = first.leases
-        st.roots = {k: v for r in results for k, v in r.roots.items()}
         return False
 
     def _loop(self, ev: Loop, st: _State, declared: list) -> None:
@@ -334,9 +380,9 @@ class Replay:
         return d
 
 
-def check_linearity(events: list, is_res_type, type_str) -> Optional[Diagnostic]:
+def check_linearity(events: list, is_res_type, type_str, holds_unique=lambda t: True) -> Optional[Diagnostic]:
     """Replay a function body's events; the first violation, or None."""
-    r = Replay(is_res_type, type_str)
+    r = Replay(is_res_type, type_str, AliasClasses(events), holds_unique)
     try:
         r.run(events, _State(), [])
     except LinearityError as e:

@@ -387,7 +387,8 @@ def check_fn(it: ItemRef, modules: dict[str, ModuleScope], prog: CheckedProgram)
     d = check_flow(decl)
     if d is not None:
         return d
-    d = check_linearity(checked.events, lambda t: prog.types.is_res(checker.rel.zonk(t)), lambda t: str(checker.rel.zonk(t)))
+    d = check_linearity(checked.events, lambda t: prog.types.is_res(checker.rel.zonk(t)), lambda t: str(checker.rel.zonk(t)),
+                        checker.aliases.holds_unique)
     if d is not None:
         return d
     owned = [t for _, t in it.sig.params if isinstance(t, (Cap, Handle))]

@@ -8,30 +8,30 @@ escape check walks type arguments), `R` is what `join` gives back. Both cross `p
 pointer, so each must be one pointer-width leaf or none (`thread-payload-type`). The call
 performs `conc` and the worker's own row.
 
-A unique reference given to a thread is lent to it until the handle is joined: the body checker
-records a `Lease` (and, for `let a = r` copies of a unique reference, an `Alias`) that the
-linearity replay follows (linearity.py); a handle joined by name or a `spawn` joined where it is
-made ends the lease.
+A reference given to a thread is lent to it until the handle is joined: the body checker
+records a `Lease` that the linearity replay follows (linearity.py), together with the `Alias`
+events (aliasing.py) through which other bindings may reach the same object; a handle joined by
+name or a `spawn` joined where it is made ends the lease. A handle that comes back from a call
+(a function that spawns and returns the thread) lends that call's arguments the same way.
 
 Held by `BuiltinCalls` (builtin_calls.py), with a typed reference back to the body checker.
 """
 
 from __future__ import annotations
 
-import dataclasses
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 from .. import ast
 from ..diagnostics import Rule
 from . import linearity as L
+from .aliasing import THREAD_KEY, ast_nodes, is_thread, named_locals
 from .refusals import fail, mismatch
 from .typed import CallKind, CallTarget, Local
-from .types import BOOL, BYTE, CPTR, INT, UNIT, Adt, Cap, FnT, Handle, LabelT, Ref, Slice, Type
+from .types import BOOL, BYTE, CPTR, INT, UNIT, Adt, Cap, FnT, Handle, LabelT, Ref, Slice, Type, walk
 
 if TYPE_CHECKING:
     from .body import BodyChecker
 
-THREAD_KEY = "::Thread"
 # Owned capabilities with no run-time leaf that may move into a thread (the reference's allowlist:
 # `World` and `Split` are the root and the bundle, and stay with `main`).
 CROSSING_CAPS = frozenset({"Io", "Ffi", "Fs", "Args", "Heap", "Net", "Clock"})
@@ -42,10 +42,6 @@ CONC = LabelT("conc")
 def thread_type(payload: Type, result: Type) -> Adt:
     """The handle type `Thread[T, R]`."""
     return Adt(THREAD_KEY, "Thread", (payload, result))
-
-
-def is_thread(t: Type) -> bool:
-    return isinstance(t, Adt) and t.key == THREAD_KEY
 
 
 def crosses(t: Type) -> bool:
@@ -62,21 +58,6 @@ def crosses(t: Type) -> bool:
     return False
 
 
-def named_locals(e: ast.Node, chk: "BodyChecker") -> Iterator[Local]:
-    """Every local an already-checked expression names, in any position."""
-    stack: list[object] = [e]
-    while stack:
-        x = stack.pop()
-        if isinstance(x, ast.Name):
-            r = chk.resolved.get(x)
-            if isinstance(r, Local):
-                yield r
-        if isinstance(x, ast.Node):
-            stack.extend(getattr(x, f.name) for f in dataclasses.fields(x) if f.name != "span")
-        elif isinstance(x, (list, tuple)):
-            stack.extend(x)
-
-
 class ThreadCalls:
     """`spawn`, `join` and `fork_heap` of one body, and the leases they make."""
 
@@ -85,6 +66,8 @@ class ThreadCalls:
         self.rel = chk.rel
         # The lease each `spawn` call made (none for a payload that is no unique reference).
         self.leases: dict[int, L.Lease] = {}
+        # Leases of handles given back by other calls (a function that spawns and returns).
+        self.call_leases: list[L.Lease] = []
 
     def spawn(self, e: ast.Call) -> Type:
         chk = self.chk
@@ -110,12 +93,8 @@ class ThreadCalls:
         if not crosses(ret):
             fail(Rule.THREAD_PAYLOAD_TYPE,
                  f"the function `spawn` runs returns `{ret}`, which cannot cross back from a real thread yet", body.span)
-        if isinstance(pt, Ref) and pt.unique:
-            sources = tuple(dict.fromkeys(named_locals(payload, chk)))
-            if sources:
-                lease = L.Lease(sources, e.span)
-                self.leases[id(e)] = lease
-                chk.emit(lease)
+        if isinstance(pt, Ref):
+            self.lend(e, chk.aliases.sources([payload], pt), not pt.unique)
         chk.performed |= {CONC, *bt.row}
         chk.resolved[e] = CallTarget(CallKind.BUILTIN, "spawn")
         return thread_type(pt, ret)
@@ -135,18 +114,54 @@ class ThreadCalls:
         chk.resolved[e] = CallTarget(CallKind.BUILTIN, "join")
         return ht.args[1]
 
+    def lend(self, e: ast.Call, sources: tuple, shared: bool) -> None:
+        if sources:
+            lease = L.Lease(sources, e.span, shared=shared)
+            self.leases[id(e)] = lease
+            self.chk.emit(lease)
+
+    def all_leases(self) -> list[L.Lease]:
+        return [*self.leases.values(), *self.call_leases]
+
+    def lent_through(self, loc: Local) -> tuple:
+        """What a read of `loc` may reach: a handle stands for what its thread was lent."""
+        if not is_thread(self.rel.zonk(loc.ty)):
+            return (loc,)
+        return tuple(s for lease in self.all_leases() if lease.handle is loc for s in lease.sources)
+
+    def threads_in(self, t: Type) -> list[Adt]:
+        """The thread handle types a value of type `t` holds (itself, or inside a tuple, ...)."""
+        return [x for x in walk(self.rel.zonk(t)) if is_thread(x)]
+
     def bound(self, value: ast.Expr, loc: Local) -> None:
-        """After `let x = value;`: a handle takes over its `spawn`'s lease, and a copy of a unique
-        reference is the same reference to a lease (`Alias`)."""
-        lease = self.leases.get(id(value)) if isinstance(value, ast.Call) else None
-        if lease is not None:
-            lease.handle = loc
+        """`loc` is bound from `value` (a `let`, a pattern, an arm): if it holds a thread's
+        handle, it takes over the lease of a `spawn` inside `value` or of the binding it is moved
+        from; a handle that a call gives back lends that call's arguments until it is joined."""
+        if not self.threads_in(loc.ty):
             return
-        t = self.rel.zonk(loc.ty)
-        if isinstance(t, Ref) and t.unique:
-            sources = tuple(s for s in dict.fromkeys(named_locals(value, self.chk)) if s is not loc)
-            if sources:
-                self.chk.emit(L.Alias(loc, sources))
+        named = list(named_locals(value, self.chk))
+        calls = [x for x in ast_nodes(value) if isinstance(x, ast.Call)]
+        made_here = {id(c) for c in calls}
+        taken = False
+        for key, lease in self.leases.items():
+            if (lease.handle is None and key in made_here) or any(lease.handle is n for n in named):
+                lease.handle, taken = loc, True
+        for lease in self.call_leases:
+            if any(lease.handle is n for n in named):
+                lease.handle, taken = loc, True
+        if taken:
+            return
+        aliases = self.chk.aliases
+        for c in calls:
+            if id(c) in self.leases or c not in self.chk.expr_types:
+                continue
+            for th in self.threads_in(self.chk.expr_types[c]):
+                payload = th.args[0]
+                found = aliases.sources(c.args, payload) if aliases.holds_ref(payload) else ()
+                if found:
+                    lease = L.Lease(found, c.span, loc, shared=not aliases.holds_unique(payload))
+                    self.call_leases.append(lease)
+                    self.chk.emit(lease)
 
     def fork_heap(self, e: ast.Call) -> Type:
         """`fork_heap(h: &!x Heap) -> [heap] Heap`: a second owned `Heap` for a worker."""
