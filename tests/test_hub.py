@@ -161,7 +161,8 @@ def test_python_in_the_students_directory_does_not_run_at_kernel_start(hub, kern
     planted = f"import pathlib\npathlib.Path({str(marker)!r}).write_text('pwned')\n"
     for name in ("cancho_kernel.py", "ipykernel.py"):
         r = kernels["carol"].execute(f"%%file {name}\n{planted}")
-        assert r.status == "ok", r.outputs
+        if r.status != "ok":  # safe mode's %%file writes only NAME.cho: planted another way
+            (hub.home("carol") / name).write_text(planted)
     try:
         k = RemoteKernel(hub, "carol", "second.ipynb")
         try:

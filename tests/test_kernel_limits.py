@@ -243,3 +243,99 @@ def test_the_cpu_limit_stops_a_loop_with_sigxcpu(kernel, backend):
 def test_help_states_the_limits_and_safe_mode(kernel):
     shown = run(kernel, "%help").shown
     assert re.search(r"memory 4 GiB", shown) and "Safe mode is off" in shown
+
+
+# -- issue 22, finding 10: a trap caused by a limit says which limit ------------------------------------------
+
+# Each thread spawns the next and waits for it: `depth` threads alive at once, each with its stack.
+THREAD_CHAIN = """edition 4;
+fn chain(n: int) -> [conc] int {{
+    if n == 0 {{ return 0; }}
+    let t = spawn(n - 1, chain);
+    return join(t) + 1;
+}}
+fn main(world: World) -> [conc] int {{
+    release(world);
+    return chain({depth}) - {depth};
+}}
+"""
+
+
+def shown_error(cell) -> str:
+    return "\n".join(cell.error["traceback"]) if cell.error else ""
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_500_threads_under_the_default_memory_limit_name_the_limit(kernel, backend):
+    """Before: "trapped: killed by signal 4 (SIGILL)" and nothing pointing at --memory."""
+    try:
+        threads_under_limits(kernel, backend)
+    finally:
+        assert run(kernel, "%reset").status == "ok"  # the session's edition back for the other tests
+
+
+def threads_under_limits(kernel, backend: str) -> None:
+    cell = run(kernel, f"%%run --backend {backend}\n" + THREAD_CHAIN.format(depth=500), timeout=120)
+    assert cell.status == "error" and cell.error["ename"] == "trapped", cell.outputs
+    shown = shown_error(cell)
+    assert "memory limit 4 GiB reached?" in shown and "%%run --memory 8G" in shown \
+        and "%limits --memory 8G" in shown, shown
+    # ... and the hint is right: with the limit raised the same program ends well.
+    fine = run(kernel, f"%%run --backend {backend} --memory none\n" + THREAD_CHAIN.format(depth=500), timeout=120)
+    assert fine.status == "ok", fine.outputs
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_an_allocation_over_a_cell_memory_limit_names_it(kernel, backend):
+    cell = run(kernel, f"%%run --backend {backend} --memory 64M\n" + alloc_program(13_107_200))
+    assert cell.status == "error", cell.outputs
+    assert "memory limit 64 MiB reached?" in shown_error(cell) and "--memory 128M" in shown_error(cell)
+
+
+def test_a_trap_without_a_memory_limit_names_none(kernel):
+    trap = "fn main(world: World) -> [] int {\n    release(world);\n    return 1 / (0 * 1 + zero());\n}\n" \
+           "fn zero() -> [] int { return 0; }\n"
+    cell = run(kernel, "%%run --memory none --cpu none\n" + trap)
+    assert cell.status == "error" and cell.error["ename"] == "trapped", cell.outputs
+    assert "limit" not in shown_error(cell), shown_error(cell)
+
+
+def test_the_cpu_limit_is_named_when_it_ends_a_run(kernel):
+    loop = ("fn main(world: World) -> [] int {\n    release(world);\n    var n = 0;\n"
+            "    while n >= 0 { n = n + 1; if n > 1000000 { n = 0; } }\n    return n;\n}\n")
+    cell = run(kernel, "%%run --cpu 1 --timeout 120\n" + loop)
+    assert cell.status == "error" and cell.error["ename"] == "killed-by-signal", cell.outputs
+    assert "CPU limit 1 s reached? raise it with %%run --cpu 2" in shown_error(cell), shown_error(cell)
+
+
+# -- issue 22, finding 10: the memory of large cells is released by %reset ----------------------------------
+
+BIG_CELL_MIB = 8  # four of them: enough to see above the kernel's ~120 MiB, quick to check
+
+
+def kernel_rss(kernel) -> int:
+    import psutil
+
+    return psutil.Process(kernel[0].provisioner.process.pid).memory_info().rss
+
+
+def test_reset_gives_back_the_memory_of_large_cells(kernel):
+    """Four cells each holding an 8 MiB string literal, then %reset: before the fix the kernel
+    kept all of it (the history held every cell's text, and the freed blocks stayed in the
+    arena of the thread that checked the cells; 50 MiB cells kept ~600 MiB). Now what %reset
+    leaves is a small part of what the cells took."""
+    for warm in (HELLO, "fn warm() -> [] int { return 1; }", "%reset"):  # the compiler loaded, std checked
+        assert run(kernel, warm).status == "ok"
+    baseline = kernel_rss(kernel)
+    for i in range(4):
+        literal = "x" * (BIG_CELL_MIB << 20)
+        cell = run(kernel, f'fn big{i}() -> [] int {{\n    let s = "{literal}";\n    return 0;\n}}\n', timeout=300)
+        assert cell.status == "ok", cell.error
+    held = kernel_rss(kernel)
+    assert held - baseline >= 4 * (BIG_CELL_MIB << 20), (baseline, held)  # the cells were really held
+    assert run(kernel, "%reset").status == "ok"
+    after = kernel_rss(kernel)
+    assert after - baseline <= (held - baseline) // 4, (baseline >> 20, held >> 20, after >> 20)
+    history = kernel[1].history(hist_access_type="tail", n=10, output=False, raw=True, reply=True, timeout=30)
+    assert all(len(code) < 1 << 20 for _, _, code in history["content"]["history"])
+    assert_alive(kernel)

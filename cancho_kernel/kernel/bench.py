@@ -37,7 +37,7 @@ from . import presentation as P
 from .claims import Claim, ClaimError, Figure
 from .cbaseline import CFailure, compile_baseline, split_flags
 from .directives import Body, Context, directive
-from .options import DirectiveError, RunOptions, _Parser, parse_seconds, stdin_of
+from .options import DirectiveError, RunOptions, _Parser, opened_stdout, parse_seconds, stdin_of
 from .named import Program, valid_name
 from ..compiler.run import BACKENDS, Backend, RunFailed, build, interruptible
 
@@ -182,7 +182,7 @@ def parse_bench_options(args: str, ctx: Context, cell: bool) -> BenchOptions:
     except ClaimError as e:
         raise DirectiveError(str(e)) from None
     opts = BenchOptions(names=list(ns.names), runs=runs, warmup=ns.warmup, stdout=ns.stdout,
-                        stdin=stdin_of(ns, None),
+                        stdin=stdin_of(ns, None, ctx.settings),
                         args=list(ns.args) if ns.args is not None else None,
                         timeout=parse_seconds(ns.timeout) if ns.timeout is not None else ctx.settings.timeout,
                         expect_status=ns.expect_status, claims=claims)
@@ -241,11 +241,12 @@ def _judge_run(item: Item, result: RunResult, expect_status: int) -> P.Failure |
     return None
 
 
-def measure(runner, items: list[Item], opts: BenchOptions, progress=None) -> None:
+def measure(runner, items: list[Item], opts: BenchOptions, progress=None,
+            target: StdoutTarget | None = None) -> None:
     """Warm-up, then interleaved timed rounds; results land in ``item.results``.
 
     Raises :class:`BenchFailed` or :class:`BenchInterrupted`."""
-    target, _how = bench_target(opts.stdout)
+    target = target if target is not None else bench_target(opts.stdout)[0]
     limits = opts.limits
     total = (opts.warmup + opts.runs) * len(items)
     done = 0
@@ -380,7 +381,8 @@ def run_bench(ctx: Context, programs: list[tuple[Program, str]], opts: BenchOpti
     progress = Progress(ctx, (opts.warmup + opts.runs) * len(items),
                         " vs ".join(i.label for i in items)) if show_progress else None
     try:
-        measure(ctx.runner, items, opts, progress)
+        with opened_stdout(bench_target(opts.stdout)[0], ctx.settings) as target:  # a file: opened race-free
+            measure(ctx.runner, items, opts, progress, target)
     finally:
         if progress is not None:
             progress.finish()
@@ -519,7 +521,7 @@ def _c(ctx: Context, args: str, body: Body) -> None:
     except CFailure as e:
         ctx.fail(e.failure)
         return
-    prog.stdin = stdin_of(ns)
+    prog.stdin = stdin_of(ns, settings=ctx.settings)
     prog.args = list(ns.args)
     replaced = ctx.session.programs.put(prog)
     kept = f"{'replaced' if replaced else 'kept'} C baseline `{prog.ref}` (cc -O2)"

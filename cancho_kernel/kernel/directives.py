@@ -23,6 +23,7 @@ way; they are imported at the end of this module.
 
 from __future__ import annotations
 
+import dataclasses
 import html
 import textwrap
 from collections.abc import Callable
@@ -36,10 +37,11 @@ from . import example_files
 from . import presentation as P
 from .options import (CPU, LOAD_CAP, MAX_OUTPUT, MEMORY, PROCESSES, STDIN_FILE_CAP, TIMEOUT,  # noqa: F401
                       Bound, DirectiveError, RunOptions, Settings, _check_caps, _mib, _Parser,
-                      checked_path, limits_of, parse_count, parse_run_options, parse_seconds,
-                      parse_signal, parse_size, parse_stdout_target, read_capped, safe_screen,
-                      split_args, stdin_of, unescape)
+                      checked_path, limits_of, opened_stdout, parse_count, parse_run_options, parse_seconds,
+                      parse_signal, parse_size, parse_stdout_target, read_capped, read_opened, safe_screen,
+                      split_args, stdin_of, unescape, write_file)
 from .runner import BACKENDS, RunRequest
+from .memory import release_memory
 from .session import Session
 
 
@@ -285,6 +287,12 @@ def run_body(ctx: Context, body: Body, opts: RunOptions, use_last_main: bool) ->
 
 
 def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
+    """Run a compiled cell; a ``file:`` stdout is opened race-free for the run's length."""
+    with opened_stdout(opts.target, ctx.settings) as target:
+        _run_opened(ctx, ir, dataclasses.replace(opts, target=target), kept)
+
+
+def _run_opened(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
     req = RunRequest(ir=ir, backend=opts.backend, target=opts.target, stdin=opts.stdin,
                      args=opts.args, limits=opts.limits)
     outcome = ctx.runner.run(req)
@@ -301,7 +309,9 @@ def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
             ctx.fail(P.simple_failure(failed.kind.value, failed.message))
         return
     assert result is not None
-    failure = P.judge(result, opts.target, opts.expect_status, opts.expect_signal)
+    bounded = getattr(ctx.runner, "bounded", None)  # the limits the run had (safe mode's caps)
+    limits = bounded(opts.limits) if bounded is not None else opts.limits
+    failure = P.judge(result, opts.target, opts.expect_status, opts.expect_signal, limits)
     meta = P.run_metadata(result, opts.backend, opts.target)
     text = P.summary(result, opts.target)
     if kept is not None:
@@ -450,23 +460,17 @@ def _asm(ctx: Context, args: str, body: Body) -> None:
     ctx.display({"text/plain": shown.rstrip() + "\n"})
 
 
-@directive("%%file", "%%file NAME.cho", "write the cell's text to NAME.cho (relative to the kernel's "
-           "working directory; in safe mode it must be inside the notebook's directory) without running it")
+@directive("%%file", "%%file NAME.cho", "write the cell's text to NAME.cho (a plain file name in the notebook's "
+           "directory; outside safe mode any path) without running it, replacing the file (mode 0644)")
 def _file(ctx: Context, args: str, body: Body) -> None:
     words = split_args(args)
     if len(words) != 1:
         raise DirectiveError("%%file takes one file name")
-    path = checked_path(words[0], ctx.settings, "%%file")
     text = body.text if body.text.endswith("\n") or not body.text else body.text + "\n"
-    try:
-        existed = path.exists()
-        if existed and not path.is_file():
-            raise DirectiveError(f"%%file: {words[0]} exists and is not a regular file")
-        path.write_text(text, encoding="utf-8")
-    except OSError as e:
-        raise DirectiveError(f"%%file: cannot write {path}: {e.strerror or e}") from None
+    data = text.encode("utf-8")
+    existed = write_file(words[0], data, ctx.settings)
     verb = "overwrote" if existed else "wrote"
-    ctx.display({"text/plain": f"{verb} {path} ({len(text.encode('utf-8'))} bytes)"})
+    ctx.display({"text/plain": f"{verb} {words[0]} ({len(data)} bytes)"})
 
 
 @directive("%load", "%load FILE.cho | %load --example NAME.cho",
@@ -487,9 +491,9 @@ def _load(ctx: Context, args: str, body: Body):
             path = example_files.find(words[0]).path
         except example_files.ExampleError as e:
             raise DirectiveError(f"%load --example: {e}") from None
+        data = read_opened(str(path), Settings(), LOAD_CAP, "%load --example")  # the package's own file
     else:
-        path = checked_path(words[0], ctx.settings, "%load")
-    data = read_capped(path, LOAD_CAP, "%load", words[0])
+        data = read_opened(words[0], ctx.settings, LOAD_CAP, "%load")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -543,6 +547,7 @@ def _who(ctx: Context, args: str, body: Body) -> None:
 def _reset(ctx: Context, args: str, body: Body) -> None:
     n = len(ctx.session.items)
     ctx.session.reset()
+    release_memory()
     if body.blank:
         ctx.display({"text/plain": f"session reset ({n} item{'s' if n != 1 else ''} forgotten)"})
 

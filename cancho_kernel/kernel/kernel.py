@@ -55,6 +55,8 @@ if TYPE_CHECKING:
 WIDGET_TARGETS = ("jupyter.widget", "jupyter.widget.control")
 WARM_UP_AFTER = 2.0  # seconds after start: the warm-up's latest start when no kernel_info came
 WARM_UP_DELAY = 0.25  # seconds after the first kernel_info reply: the warm-up's start
+LARGE_CELL = 1 << 20  # characters: a cell this large is not kept in the history, and its memory is trimmed
+HISTORY_BYTES = 16 << 20  # characters of cells and results the history keeps in all
 
 LANGUAGE_INFO = {
     "name": "cancho",
@@ -159,6 +161,10 @@ class CanchoKernel(Kernel):
         self._warm_timer.daemon = True
         self._warm_timer.start()
         self._history: list[tuple[int, int, str, str | None]] = []
+        self._history_chars = 0
+        from .memory import bound_allocator
+
+        bound_allocator()
         self._setup_comms()
         self._install_exit_cleanup()
 
@@ -272,6 +278,77 @@ class CanchoKernel(Kernel):
         if handler is not None and handler != self._widget_comm_opened:
             handler(comm, msg)
 
+    # -- every request gets a reply (requests.py) -------------------------------------------------
+
+    def _reply(self, stream, ident, parent, msg_type: str, content: dict) -> None:
+        from ipykernel.jsonutil import json_clean
+
+        self.session.send(stream, msg_type.replace("_request", "_reply"), json_clean(content), parent,
+                          ident=ident)
+
+    def _refuse(self, stream, ident, parent, msg_type: str, message: str) -> None:
+        from . import requests
+
+        self.log.warning("%s refused: %s", msg_type, message)
+        content = requests.error_reply(msg_type, message)
+        if msg_type == "execute_request":
+            content["execution_count"] = self.execution_count
+        self._reply(stream, ident, parent, msg_type, content)
+
+    def _bad(self, stream, ident, parent, msg_type: str) -> bool:
+        """Answer a request whose content its handler cannot take with an error reply; whether
+        it was answered so."""
+        from . import requests
+
+        if not isinstance(parent.get("metadata"), dict):
+            parent["metadata"] = {}  # ipykernel reads the cell id from it, and gives up without
+        message = requests.problem(msg_type, parent.get("content"))
+        if message is None:
+            return False
+        self._refuse(stream, ident, parent, msg_type, message)
+        return True
+
+    async def _answer(self, stream, ident, parent, msg_type: str, handler) -> None:
+        """Check the request, run ``handler(content)`` and reply with what it returns; a
+        failure of ours is an error reply too, never silence."""
+        if not self.session or self._bad(stream, ident, parent, msg_type):
+            return
+        try:
+            content = await handler(parent["content"])
+        except Exception as e:
+            self.log.error("%s failed", msg_type, exc_info=True)
+            self._refuse(stream, ident, parent, msg_type, f"the kernel failed: {type(e).__name__}: {e}")
+            return
+        self._reply(stream, ident, parent, msg_type, content)
+
+    async def execute_request(self, stream, ident, parent):
+        if self.session and not self._bad(stream, ident, parent, "execute_request"):
+            await super().execute_request(stream, ident, parent)
+            if len(parent["content"]["code"]) > LARGE_CELL:
+                from .memory import release_memory
+
+                release_memory()  # what the cell's check held, back to the system
+
+    async def complete_request(self, stream, ident, parent):
+        await self._answer(stream, ident, parent, "complete_request",
+                           lambda c: self.do_complete(c["code"], c["cursor_pos"]))
+
+    async def inspect_request(self, stream, ident, parent):
+        await self._answer(stream, ident, parent, "inspect_request",
+                           lambda c: self.do_inspect(c["code"], c["cursor_pos"], c.get("detail_level", 0),
+                                                     set(c.get("omit_sections", []))))
+
+    async def is_complete_request(self, stream, ident, parent):
+        await self._answer(stream, ident, parent, "is_complete_request", lambda c: self.do_is_complete(c["code"]))
+
+    async def history_request(self, stream, ident, parent):
+        from . import requests
+
+        def history(c: dict):
+            kw = {"output": False, "raw": True, **requests.known_fields("history_request", c)}
+            return self.do_history(**kw)
+        await self._answer(stream, ident, parent, "history_request", history)
+
     # -- execute ---------------------------------------------------------------------------------
 
     async def do_execute(self, code, silent, store_history=True, user_expressions=None,
@@ -294,7 +371,7 @@ class CanchoKernel(Kernel):
                                [line.rstrip("\n") for chunk in tb for line in chunk.split("\n")]))
         self.log.debug("cell handled in %.1f ms", (time.perf_counter() - t0) * 1000)
         if store_history and not silent:
-            self._history.append((1, self.execution_count, code, ctx.result_text))
+            self._remember(code, ctx.result_text)
         if ctx.failed:
             f = ctx.failure
             assert f is not None
@@ -321,6 +398,18 @@ class CanchoKernel(Kernel):
         return completion.is_complete(code)
 
     # -- history ---------------------------------------------------------------------------------
+
+    def _remember(self, code: str, result: str | None) -> None:
+        """Keep a cell for history requests, within :data:`HISTORY_BYTES` (oldest dropped
+        first); a cell larger than :data:`LARGE_CELL` is not kept (its text would stay in the
+        kernel's memory for as long as it runs)."""
+        if len(code) > LARGE_CELL:
+            return
+        self._history.append((1, self.execution_count, code, result))
+        self._history_chars += len(code) + len(result or "")
+        while self._history_chars > HISTORY_BYTES and self._history:
+            _, _, old, out = self._history.pop(0)
+            self._history_chars -= len(old) + len(out or "")
 
     async def do_history(self, hist_access_type, output, raw, session=None, start=None, stop=None,
                          n=None, pattern=None, unique=False):

@@ -12,18 +12,23 @@ directory (:attr:`Settings.root`, symlinks resolved), and run limits may not exc
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import re
+import secrets
 import shlex
 import signal as _signal
 import stat
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..compiler.backends.process import (DEFAULT_RUN_LIMITS, SAFE_CAPS, RunLimits, StdoutKind,
                                         StdoutTarget)
 from ..compiler.run import BACKENDS
+from . import beneath
 
 
 class DirectiveError(Exception):
@@ -264,9 +269,10 @@ def _not_hidden(full: Path, settings: Settings, what: str, text: str) -> None:
 
 
 def checked_path(text: str, settings: Settings, what: str) -> Path:
-    """The path a directive names, resolved against the notebook's directory. In safe mode it
-    must stay inside that directory once every symlink is resolved (``..``, an absolute path, a
-    link pointing out, ``/proc/self/...`` are all refused)."""
+    """The path a directive names, resolved against the notebook's directory: an early refusal
+    only (safe mode's screen), never what is opened — :func:`open_path` checks and opens in one
+    step. In safe mode it must stay inside that directory once every symlink is resolved
+    (``..``, an absolute path, a link pointing out, ``/proc/self/...`` are all refused)."""
     if not text:
         raise DirectiveError(f"{what} needs a path")
     if "\0" in text:
@@ -274,7 +280,11 @@ def checked_path(text: str, settings: Settings, what: str) -> Path:
     path = Path(os.path.expanduser(text))
     if not settings.safe:
         return path
-    full = (path if path.is_absolute() else settings.root / path).resolve()
+    try:  # a name changing under us (a link swapped in) makes realpath fail: a refusal, not a crash
+        full = (path if path.is_absolute() else settings.root / path).resolve()
+    except (OSError, RuntimeError) as e:
+        raise DirectiveError(f"{what} `{text}` is refused in safe mode: it cannot be resolved "
+                             f"({getattr(e, 'strerror', None) or e})") from None
     root = settings.root
     if full != root and root not in full.parents:
         raise DirectiveError(f"{what} `{text}` is refused in safe mode: it is outside the notebook's "
@@ -282,12 +292,118 @@ def checked_path(text: str, settings: Settings, what: str) -> Path:
     return full
 
 
-def read_capped(path: Path, cap: int, what: str, shown: str) -> bytes:
-    """At most ``cap`` bytes of a file; more is a directive error, whatever the file is (a
-    regular file is judged by its size first; a device such as /dev/zero is read only up to the
-    cap). A directory, a FIFO or a socket (which could block the kernel) is refused."""
+def _beneath_text(text: str, settings: Settings, what: str) -> tuple[beneath.Beneath, str]:
+    """Where a directive's path is opened from, and the path relative to it: in safe mode the
+    notebook's directory (opened once) and the path inside it (an absolute path must name
+    something in it); otherwise ``/`` and the path as it resolves now (any path, but a symlink
+    swapped in after this point is not followed)."""
+    if not text:
+        raise DirectiveError(f"{what} needs a path")
+    if "\0" in text:
+        raise DirectiveError(f"{what}: a path cannot contain a NUL character")
+    path = os.path.expanduser(text)
+    if not settings.safe:
+        return beneath.directory("/"), os.path.realpath(path).lstrip("/") or "."
+    root = str(settings.root)
+    if os.path.isabs(path):
+        norm = os.path.normpath(path)
+        if norm != root and not norm.startswith(root.rstrip("/") + "/"):
+            raise DirectiveError(f"{what} `{text}` is refused in safe mode: it is outside the notebook's "
+                                 f"directory {root}")
+        path = os.path.relpath(norm, root)
+    return beneath.directory(root), path
+
+
+def open_path(text: str, settings: Settings, what: str, flags: int, mode: int = 0o644) -> int:
+    """A descriptor for the path a directive names, the check and the open one step
+    (``beneath.py``): in safe mode nothing outside the notebook's directory and no symlink on
+    the way. The caller owns (closes) the descriptor."""
+    base, rel = _beneath_text(text, settings, what)
     try:
-        st = os.stat(path)
+        return beneath.open_beneath(base, rel, flags, mode)
+    except beneath.PathRefused as e:
+        why = (f"it is outside the notebook's directory {settings.root}" if e.reason is beneath.Refusal.LEAVES
+               else "a symbolic link is on its way, and no link is followed (one could lead outside the "
+               f"notebook's directory {settings.root})")
+        raise DirectiveError(f"{what} `{text}` is refused{' in safe mode' if settings.safe else ''}: "
+                             f"{why}") from None
+    except OSError as e:
+        raise DirectiveError(f"{what}: cannot open `{text}`: {e.strerror or e}") from None
+
+
+FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\.cho")
+
+
+def write_file(text: str, data: bytes, settings: Settings) -> bool:
+    """``%%file``: ``data`` written to the file a cell names, replacing it whole (a new file of
+    mode 0644 renamed over it: never an old file's mode, never written through a link); whether
+    it existed. In safe mode only a plain ``NAME.cho`` in the notebook's directory (no dotfile,
+    no directory, no other suffix: nothing there that runs later); otherwise any path."""
+    if settings.safe:
+        if not FILE_NAME.fullmatch(text):
+            raise DirectiveError(f"%%file `{text}` is refused in safe mode: it writes only a plain file name "
+                                 "ending in .cho in the notebook's directory (letters, digits, _ - ., "
+                                 "not starting with a dot), e.g. `%%file lib.cho`")
+        return _replace(beneath.directory(str(settings.root)), text, data)
+    _, rel = _beneath_text(text, settings, "%%file")
+    folder, name = os.path.split(rel)
+    fd = open_path("/" + folder, settings, "%%file", os.O_PATH | os.O_DIRECTORY)
+    try:
+        return _replace(beneath.Beneath(fd, "/" + folder), name, data, "")
+    finally:
+        os.close(fd)
+
+
+def _replace(parent: beneath.Beneath, name: str, data: bytes, where: str = " in safe mode") -> bool:
+    """Write ``data`` to a fresh file beside ``name`` (O_EXCL, race-free) and rename it over
+    ``name``; refuse a directory, a link or a device there."""
+    try:
+        st = os.stat(name, dir_fd=parent.fd, follow_symlinks=False)
+    except FileNotFoundError:
+        st = None
+    except OSError as e:
+        raise DirectiveError(f"%%file: cannot write {name}: {e.strerror or e}") from None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise DirectiveError(f"%%file `{name}` is refused{where}: it is a symbolic link (no link is "
+                             "followed or replaced)")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        raise DirectiveError(f"%%file: {name} exists and is not a regular file")
+    tmp = f".{name}.{secrets.token_hex(8)}.tmp"
+    try:
+        fd = beneath.open_beneath(parent, tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        try:
+            os.fchmod(fd, 0o644)  # whatever the umask: readable, never executable
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.rename(tmp, name, src_dir_fd=parent.fd, dst_dir_fd=parent.fd)
+    except (OSError, beneath.PathRefused) as e:
+        try:
+            os.unlink(tmp, dir_fd=parent.fd)
+        except OSError:
+            pass
+        raise DirectiveError(f"%%file: cannot write {name}: {getattr(e, 'strerror', None) or e}") from None
+    return st is not None
+
+
+def read_opened(text: str, settings: Settings, cap: int, what: str) -> bytes:
+    """At most ``cap`` bytes of the file a directive names, opened race-free (:func:`open_path`)
+    without blocking; more is a directive error, whatever the file is (a regular file is judged
+    by its size first; a device such as /dev/zero is read only up to the cap). A directory, a
+    FIFO or a socket (which could block the kernel) is refused."""
+    fd = open_path(text, settings, what, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY)
+    try:
+        return read_capped(fd, cap, what, text)
+    finally:
+        os.close(fd)
+
+
+def read_capped(fd: int, cap: int, what: str, shown: str) -> bytes:
+    """At most ``cap`` bytes from an open descriptor, judged by what it is (``fstat``)."""
+    try:
+        st = os.fstat(fd)
         if stat.S_ISDIR(st.st_mode):
             raise DirectiveError(f"{what}: `{shown}` is a directory")
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode)):
@@ -295,17 +411,13 @@ def read_capped(path: Path, cap: int, what: str, shown: str) -> bytes:
         if stat.S_ISREG(st.st_mode) and st.st_size > cap:
             raise DirectiveError(f"{what}: `{shown}` is {st.st_size} bytes, more than the {_mib(cap)} "
                                  f"the kernel reads")
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
-        try:
-            chunks, total = [], 0
-            while total <= cap:
-                chunk = os.read(fd, min(1 << 20, cap + 1 - total))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                total += len(chunk)
-        finally:
-            os.close(fd)
+        chunks, total = [], 0
+        while total <= cap:
+            chunk = os.read(fd, min(1 << 20, cap + 1 - total))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            total += len(chunk)
     except BlockingIOError:
         raise DirectiveError(f"{what}: `{shown}` has nothing to read now (a terminal or device that "
                              "would block the kernel)") from None
@@ -335,15 +447,15 @@ _ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "0": "\0", "\\": "\\", '"': '"', "'
 
 def stdin_of(ns, default: bytes | None = b"", settings: Settings | None = None) -> bytes | None:
     """Standard input from `--stdin TEXT` or `--stdin-file PATH` (read now, whole, at most
-    :data:`STDIN_FILE_CAP` bytes), else default. With ``settings``, the path is checked against
-    safe mode here too (:func:`safe_screen` checks it for every directive anyway)."""
+    :data:`STDIN_FILE_CAP` bytes, through a race-free open), else default. With ``settings``,
+    the path is held to safe mode when it is on; without, any path (still no symlink swapped
+    in after it resolved)."""
     text, path = getattr(ns, "stdin", None), getattr(ns, "stdin_file", None)
     if text is not None and path is not None:
         raise DirectiveError("give --stdin or --stdin-file, not both")
     if path is not None:
-        where = checked_path(path, settings, "--stdin-file") if settings is not None else \
-            Path(os.path.expanduser(path))
-        return read_capped(where, STDIN_FILE_CAP, "--stdin-file", path)
+        return read_opened(path, settings if settings is not None else Settings(), STDIN_FILE_CAP,
+                           "--stdin-file")
     return unescape(text) if text is not None else default
 
 
@@ -411,8 +523,31 @@ def parse_stdout_target(text: str, settings: Settings) -> StdoutTarget:
         raise DirectiveError("a notebook cell cannot inherit the kernel's stdout")
     if target.kind is StdoutKind.FILE:
         assert target.path is not None
-        target = StdoutTarget.file(str(checked_path(target.path, settings, "--stdout file:")))
+        checked_path(target.path, settings, "--stdout file:")  # refused early; opened by opened_stdout
     return target
+
+
+@contextmanager
+def opened_stdout(target: StdoutTarget, settings: Settings) -> Iterator[StdoutTarget]:
+    """The target a run is given: a ``file:PATH`` opened here, race-free (:func:`open_path`),
+    as a descriptor the run writes to (never a path opened again later); closed afterwards.
+    A FIFO (which would block the kernel) or a directory is refused; a regular file is emptied."""
+    if target.kind is not StdoutKind.FILE or target.fd is not None:
+        yield target
+        return
+    assert target.path is not None
+    fd = open_path(target.path, settings, "--stdout file:",
+                   os.O_WRONLY | os.O_CREAT | os.O_NONBLOCK | os.O_NOCTTY, 0o644)
+    try:
+        st = os.fstat(fd)
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISCHR(st.st_mode)):
+            raise DirectiveError(f"--stdout file: `{target.path}` is not a regular file")
+        os.set_blocking(fd, True)
+        if stat.S_ISREG(st.st_mode):
+            os.ftruncate(fd, 0)
+        yield dataclasses.replace(target, fd=fd)
+    finally:
+        os.close(fd)
 
 
 def limits_of(ns, settings: Settings) -> RunLimits:

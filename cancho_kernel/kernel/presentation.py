@@ -26,7 +26,7 @@ import os
 import signal as _signal
 from dataclasses import dataclass
 
-from ..compiler.backends.process import RunResult, StdoutKind, StdoutTarget, signal_name
+from ..compiler.backends.process import RunLimits, RunResult, StdoutKind, StdoutTarget, signal_name
 from ..compiler.diagnostics import Diagnostic, Rule
 
 RED, BOLD, RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
@@ -80,7 +80,7 @@ def target_line(target: StdoutTarget, result: RunResult) -> str | None:
         return "stdout was closed (>&-): 0 bytes reached it"
     if kind is StdoutKind.FILE:
         try:
-            size = os.path.getsize(target.path)
+            size = os.fstat(target.fd).st_size if target.fd is not None else os.path.getsize(target.path)
         except OSError:
             size = 0
         return f"stdout went to the file {target.path}: {size} byte{'s' if size != 1 else ''}"
@@ -117,9 +117,57 @@ def run_metadata(result: RunResult, backend: str, target: StdoutTarget) -> dict:
     }}
 
 
+def _size(n: int) -> str:
+    """A size as a directive takes it: ``8G``, ``128M``."""
+    return f"{n >> 30}G" if n >= 1 << 30 and n % (1 << 30) == 0 else f"{max(1, n >> 20)}M"
+
+
+def _shown(n: int) -> str:
+    return f"{n >> 30} GiB" if n >= 1 << 30 and n % (1 << 30) == 0 else f"{max(1, n >> 20)} MiB"
+
+
+# Signals a failed allocation or thread creation ends a program with: a cancho trap (SIGILL),
+# or, in foreign code, a fault or an abort.
+_MEMORY_SIGNALS = (_signal.SIGILL, _signal.SIGSEGV, _signal.SIGBUS, _signal.SIGABRT)
+
+
+def limit_hint(result: RunResult, limits: RunLimits | None) -> str | None:
+    """The limit in force that plausibly ended the run, and the directive that raises it (a
+    trap says nothing of why: under a memory limit, a failed allocation or a thread that could
+    not get its stack traps too)."""
+    if limits is None or result.signal is None or result.timed_out or result.interrupted:
+        return None
+    sig, cpu = result.signal, limits.cpu_seconds
+    if cpu is not None and (sig == _signal.SIGXCPU or
+                            (sig == _signal.SIGKILL and result.user_seconds + result.sys_seconds >= cpu)):
+        return f"CPU limit {cpu} s reached? raise it with %%run --cpu {2 * cpu} or %limits --cpu {2 * cpu}"
+    if sig == _signal.SIGXFSZ:
+        return "file-size limit reached? a file the program wrote grew past the largest a run may write"
+    if sig in _MEMORY_SIGNALS and limits.memory is not None:
+        more = _size(2 * limits.memory)
+        text = (f"memory limit {_shown(limits.memory)} reached? (the program's address space: a failed "
+                f"allocation traps, and so does a thread whose stack does not fit, each taking several "
+                f"MiB) raise it with %%run --memory {more} or %limits --memory {more}")
+        if limits.processes is not None and os.geteuid() != 0:
+            text += "; threads count as processes too: %%run --processes N"
+        return text
+    return None
+
+
 def judge(result: RunResult, target: StdoutTarget, expect_status: int | None,
-          expect_signal: int | None) -> Failure | None:
-    """None when the run ended as the cell expects; else the error to publish."""
+          expect_signal: int | None, limits: RunLimits | None = None) -> Failure | None:
+    """None when the run ended as the cell expects; else the error to publish (with ``limits``,
+    the run's, naming a limit that plausibly ended it)."""
+    failure = _judged(result, target, expect_status, expect_signal)
+    hint = limit_hint(result, limits) if failure is not None else None
+    if hint is not None:
+        assert failure is not None
+        failure.traceback.append(hint)
+    return failure
+
+
+def _judged(result: RunResult, target: StdoutTarget, expect_status: int | None,
+            expect_signal: int | None) -> Failure | None:
     text = summary(result, target)
     detail = text.split("\n")[1:]
     if result.interrupted:

@@ -46,7 +46,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Protocol
 
@@ -91,6 +91,7 @@ class StdoutTarget:
     kind: StdoutKind = StdoutKind.PIPE
     broken_after: int = 0
     path: str | None = None  # FILE only: created (or truncated) before the program starts
+    fd: int | None = field(default=None, compare=False)  # FILE: already opened (race-free) by the caller
 
     @classmethod
     def pipe(cls) -> "StdoutTarget":
@@ -359,7 +360,11 @@ class ChildStdio:
         elif kind in (StdoutKind.DEV_FULL, StdoutKind.DEV_NULL, StdoutKind.FILE):
             name = self.target.path if kind is StdoutKind.FILE else kind.value
             flags = os.O_WRONLY | os.O_CLOEXEC | (os.O_CREAT | os.O_TRUNC if kind is StdoutKind.FILE else 0)
-            fd = _above_stdio(os.open(name, flags, 0o644))
+            given = self.target.fd if kind is StdoutKind.FILE else None
+            fd = _above_stdio(os.dup(given) if given is not None else os.open(name, flags, 0o644))
+            if given is not None and stat.S_ISREG(os.fstat(fd).st_mode):
+                os.ftruncate(fd, 0)  # each run starts the file afresh, as a path opened O_TRUNC did
+                os.lseek(fd, 0, os.SEEK_SET)
             self._child_owned.append(fd)
             self.child[1] = fd
         # CLOSED: no key 1.
