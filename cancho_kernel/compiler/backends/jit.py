@@ -41,6 +41,26 @@ from .process import (
 )
 
 
+# The worker's first statement: the package that launched it goes first on the module path, by
+# its directory (argv[1]), so an editable install, a worktree and a wheel all import themselves.
+_BOOTSTRAP = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
+              "from cancho_kernel.compiler.backends.jit_worker import main; sys.exit(main())")
+
+
+def package_root() -> str:
+    """The directory holding the ``cancho_kernel`` package this module belongs to."""
+    return str(Path(__file__).resolve().parents[3])
+
+
+def worker_command(python: str, args: Sequence[str], unbuffered: bool = False) -> list[str]:
+    """The worker's command line: Python isolated (``-I``: no user site-packages and their
+    ``.pth`` files, no ``PYTHON*`` variables, neither the working directory nor the script's on
+    the module path; a notebook's directory is writable by its programs), the package found by
+    :data:`_BOOTSTRAP`. ``unbuffered``: ``-u``, what PYTHONUNBUFFERED would have asked."""
+    return [python, "-I", *(["-u"] if unbuffered else []), "-c", _BOOTSTRAP, package_root(),
+            *args]
+
+
 class JitWorkerDied(RuntimeError):
     """The worker process ended in the middle of a request (a compiler or LLVM crash); it is
     restarted on the next run. Callers report it as rule `internal`."""
@@ -145,20 +165,14 @@ class JitWorker:
         self._discard()
         t0 = time.perf_counter()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        package_root = str(Path(__file__).resolve().parents[3])
         env = dict(os.environ)
         env.update(self._env)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-        # `python -m` puts the working directory (a notebook's, where `%%file` writes) first on
-        # the module path; never import from it (Python >= 3.11 honours this).
-        env["PYTHONSAFEPATH"] = "1"
+        args = [str(theirs.fileno()), "--cache-programs", str(self._cache.programs),
+                "--cache-bytes", str(self._cache.max_bytes),
+                "--retire-bytes", str(self._cache.retire_bytes)]
         try:
             self._proc = subprocess.Popen(
-                [self._python, "-m", "cancho_kernel.compiler.backends.jit_worker",
-                 str(theirs.fileno()), "--cache-programs", str(self._cache.programs),
-                 "--cache-bytes", str(self._cache.max_bytes),
-                 "--retire-bytes", str(self._cache.retire_bytes)],
+                worker_command(self._python, args, unbuffered=env.get("PYTHONUNBUFFERED", "") != ""),
                 pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                 env=env, start_new_session=True, close_fds=True)
         finally:
