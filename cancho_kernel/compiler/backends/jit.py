@@ -61,6 +61,11 @@ def worker_command(python: str, args: Sequence[str], unbuffered: bool = False) -
             *args]
 
 
+# How long the worker's guard may take to kill the worker and sweep after SIGTERM before it is
+# SIGKILLed itself (it is a small sleeping process: only a stopped or wedged one takes long).
+_GUARD_GRACE = 10.0
+
+
 class JitWorkerDied(RuntimeError):
     """The worker process ended in the middle of a request (a compiler or LLVM crash); it is
     restarted on the next run. Callers report it as rule `internal`."""
@@ -109,10 +114,7 @@ class _WorkerRun:
 
     def kill(self) -> None:
         if self.pid is not None:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            self.worker._kill_run(self.pid)
         elif not self.finished:
             # Still compiling: MCJIT cannot be interrupted, the worker can (it restarts later).
             self.killed_worker = True
@@ -140,12 +142,20 @@ class JitWorker:
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
         self._child: str | None = None
+        self._sandboxed = False
+        self._worker_pid: int | None = None
 
     # -- lifecycle --------------------------------------------------------------------------
 
     @property
     def pid(self) -> int | None:
-        """The worker's pid (None until started)."""
+        """The worker's own pid, the process that compiles and forks (None until started)."""
+        return self._worker_pid if self._proc is not None else None
+
+    @property
+    def guard_pid(self) -> int | None:
+        """The process this side started: the worker's guard (jit_worker.stand_guard), or the
+        sandbox around it (None until started)."""
         return self._proc.pid if self._proc is not None else None
 
     @property
@@ -184,52 +194,73 @@ class JitWorker:
             self._discard()
             raise JitWorkerDied("the JIT worker did not start")
         self._child = str(got[0].get("child", "python"))
+        self._worker_pid = _host_pid(self._proc.pid, int(got[0].get("pid", 0)))
         return time.perf_counter() - t0
 
+    def _kill_run(self, pid: int) -> None:
+        """SIGKILL the running program's group: asked of the worker (whose pids may be those of
+        a PID namespace), and directly too when ``pid`` is one of ours."""
+        sock = self._sock
+        if sock is not None:
+            try:
+                send_msg(sock, {"op": "kill"})
+            except OSError:
+                pass
+        if not self._sandboxed:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def _kill_process(self) -> None:
+        """Stop the worker through its guard (jit_worker.stand_guard): SIGTERM, and the guard
+        kills the worker and then everything its runs left. Never SIGKILL first: the orphans of
+        a SIGKILLed guard would escape to init (the intermittent orphan of a shutdown racing a
+        slow worker, tests/test_orphans.py)."""
         if self._proc is not None and self._proc.poll() is None:
             try:
-                self._proc.kill()
+                self._proc.terminate()
             except ProcessLookupError:
                 pass
+
+    def _reap(self, proc: subprocess.Popen, grace: float) -> None:
+        """Wait ``grace`` seconds for ``proc`` (the guard) to end by itself, then SIGTERM it
+        (it sweeps), then, only if it is still there after :data:`_GUARD_GRACE`, SIGKILL."""
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            proc.terminate()
+            proc.wait(timeout=_GUARD_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        except ProcessLookupError:
+            pass
 
     def _discard(self, grace: float = 2.0) -> None:
         """Forget a dead or unwanted worker and reap it. End of file on its socket comes first:
         a worker that is still alive then kills its run and every process the run left (it is
-        their subreaper) and exits; only one that has not done so after ``grace`` seconds is
-        killed, since the orphans of a SIGKILLed worker would escape to init."""
+        their subreaper) and exits; one that has not done so after ``grace`` seconds is stopped
+        through its guard (:meth:`_reap`)."""
         if self._sock is not None:
             self._sock.close()
             self._sock = None
         if self._proc is not None:
-            try:
-                self._proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                self._kill_process()
-                try:
-                    self._proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
+            self._reap(self._proc, grace)
             self._proc = None
 
     def close(self) -> None:
-        """Stop the worker (end of file on its socket, then SIGKILL if it lingers)."""
+        """Stop the worker (end of file on its socket, then its guard if it lingers)."""
         with self._lock:
-            if self._sock is not None:
-                self._sock.close()
-                self._sock = None
-            if self._proc is not None:
-                try:
-                    self._proc.wait(timeout=2)
-                except subprocess.TimeoutExpired:
-                    self._kill_process()
-                    self._proc.wait()
-                self._proc = None
+            self._discard()
 
     def abandon(self, grace: float = 2.0) -> None:
         """Stop the worker without taking the run lock (from a signal handler, while a run may
-        hold it): end of file on its socket makes it kill its run, sweep and exit; SIGKILL if
-        it is still there after ``grace`` seconds."""
+        hold it): end of file on its socket makes it kill its run, sweep and exit; if it is
+        still there after ``grace`` seconds its guard is stopped (:meth:`_reap`)."""
         sock, proc = self._sock, self._proc
         if sock is not None:
             try:
@@ -237,10 +268,7 @@ class JitWorker:
             except OSError:
                 pass
         if proc is not None:
-            try:
-                proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            self._reap(proc, grace)
 
     def _pong(self) -> dict:
         with self._lock:
@@ -359,6 +387,25 @@ class SplitRuns:
 
     def run(self, ir_text: str, **kwargs) -> RunResult:
         return self.worker.run(ir_text, split=True, **kwargs)
+
+
+def _host_pid(root: int, inner: int) -> int | None:
+    """The pid, in this process's namespace, of the descendant of ``root`` whose innermost pid
+    is ``inner`` (the worker reports the pid it sees, which the sandbox's PID namespace changes)."""
+    from .process import children_of
+
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                ns = next((line.split()[1:] for line in f if line.startswith("NSpid:")), [])
+        except OSError:
+            ns = []
+        if ns and int(ns[-1]) == inner and pid != root:
+            return pid
+        todo += children_of(pid)
+    return None
 
 
 def _is_open(fd: int) -> bool:
