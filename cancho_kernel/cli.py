@@ -16,10 +16,12 @@ Nothing outlives the command: SIGTERM and SIGHUP unwind it like an exception (th
 killed with everything it started, temporary files are removed) and it then dies by the same
 signal; the program dies with it even on SIGKILL (PR_SET_PDEATHSIG), and the exe backend's
 temporary directory is gone as soon as the program is running. `--safe` (or `CANCHO_SAFE=1`)
-is safe mode for shared servers: `-l`/`-L` are refused, a program whose authority is unbounded
-(a reachable `extern fn`) is refused under `unsafe-in-safe-mode`, and `run` gets the default
-limits (memory, CPU time, processes; docs/decisions.md) and is confined on disk to the working
-directory (Landlock; a warning where this Linux has none).
+is safe mode for shared servers (compiler/policy.py): `run` starts the program in the sandbox
+(bubblewrap: its own network, PID and mount namespaces, a read-only system, seccomp; the working
+directory its only writable place; Landlock inside), with the default limits (memory, CPU time,
+processes, file size; docs/decisions.md). Where the sandbox cannot start, `-l`/`-L`, a program
+reaching an `extern fn` and one performing `exec` are refused under `unsafe-in-safe-mode`, with
+a warning.
 
 `build` and `run` keep what they build in the on-disk build cache (``compiler/cache.py``), so
 an unchanged program is neither compiled nor linked again; ``--no-cache`` bypasses it. Building
@@ -71,9 +73,10 @@ options:
                       and a WASI libc, run with wasmtime (docs/cli.md)
     -l <name>         link `lib<name>` (`build`/`run` only); repeatable, passed to `cc`
     -L <path>         add a library search path (`build`/`run` only); repeatable
-    --safe            safe mode (also CANCHO_SAFE=1): refuse -l/-L and programs that reach
-                      foreign code (`unsafe-in-safe-mode`); `run` gets the default limits
-                      and reaches on disk only the working directory (Landlock)
+    --safe            safe mode (also CANCHO_SAFE=1): `run` runs the program in the sandbox
+                      (docs/teaching.md) with the default limits, the working directory
+                      its only writable place; without a sandbox here, -l/-L, foreign
+                      code and Exec are refused (`unsafe-in-safe-mode`)
     --no-cache        `build`/`run`: neither use nor fill the build cache
                       (~/.cache/cancho-kernel; see docs/cli.md)
     -- <arg>...       `run`: everything after `--` is the program's command line
@@ -130,8 +133,10 @@ class Invocation:
 
 
 def safe_from_env() -> bool:
-    """``CANCHO_SAFE=1`` (or true/yes/on) turns safe mode on for the CLI and the kernel."""
-    return os.environ.get("CANCHO_SAFE", "").strip().lower() in ("1", "true", "yes", "on")
+    """``CANCHO_SAFE=1`` (or true/yes/on): compiler/policy.py's, kept here for callers."""
+    from .compiler.policy import safe_from_env as from_env
+
+    return from_env()
 
 
 def parse_args(command: str, args: Sequence[str]) -> Invocation:
@@ -194,9 +199,11 @@ def parse_args(command: str, args: Sequence[str]) -> Invocation:
         raise usage(f"`--backend` chooses how the host runs a program; `--target "
                     f"{inv.target.name}` builds a WebAssembly module, which a WASI runtime runs")
     if inv.safe and (inv.libs or inv.libdirs):
-        flag = "-l" if inv.libs else "-L"
-        raise usage(f"`{flag}` is refused in safe mode: a linked library is foreign code whose "
-                    "authority nothing bounds")
+        from .compiler.policy import library_refusal
+
+        why = library_refusal("-l" if inv.libs else "-L")
+        if why is not None:
+            raise usage(why)
     return inv
 
 
@@ -263,42 +270,13 @@ def _load(inv: Invocation) -> Loaded:
 # -- safe mode -----------------------------------------------------------------------------------
 
 SAFE_RULE = "unsafe-in-safe-mode"
-SAFE_EXPLANATION = ("Safe mode runs only programs whose authority report is bounded: a reachable "
-                    "`extern fn` is foreign code, and what it does is the library's, not the "
-                    "language's (docs/decisions.md).")
-
-
-@dataclass
-class SafetyDiagnostic(Diagnostic):
-    """A safe-mode refusal. Safe mode is a policy of the host (CLI, kernel), not a rule of the
-    language, so its tag is not in the compiler's rule table; it renders like any refusal."""
-
-    def __post_init__(self) -> None:
-        if not self.explanation:
-            self.explanation = SAFE_EXPLANATION
 
 
 def safe_mode_refusals(program) -> list[Diagnostic]:
-    """One refusal per reachable foreign symbol of an accepted program, at its `extern fn`
-    declaration: the reference's supervisor check ``unbounded_by ⊆ granted`` with nothing
-    granted (docs/authority-report.md). A declaration nothing calls is not reach."""
-    from .compiler.authority import authority_report
+    """Safe mode's refusals of an accepted program (compiler/policy.py)."""
+    from .compiler.policy import safe_mode_refusals as refusals
 
-    report = authority_report(program)
-    if report.bounded:
-        return []
-    by_symbol = {ref.name: ref for ref in program.externs.values()}
-    out: list[Diagnostic] = []
-    for entry in report.unbounded_by:
-        scope, _, symbol = entry.partition(":")
-        ref = by_symbol.get(symbol)
-        span = getattr(getattr(ref, "decl", None), "name", None)
-        out.append(SafetyDiagnostic(
-            SAFE_RULE,
-            f"safe mode refuses foreign code: `{symbol}` (declared in `{scope}`) is reachable "
-            "from `main`, and nothing bounds what it does",
-            getattr(span, "span", None)))
-    return out
+    return refusals(program)
 
 
 def _compile(inv: Invocation) -> Compiled:
@@ -461,22 +439,21 @@ def cmd_build(inv: Invocation) -> int:
 
 def _run_limits(inv: Invocation):
     """`run` inherits the terminal and has no wall-clock limit; safe mode adds the default
-    memory, CPU-time and process limits, and confines the program on disk to the working
-    directory (Landlock, as the kernel does; a warning where this Linux cannot)."""
-    from .compiler.backends import confine
+    memory, CPU-time, process and file-size limits and runs the program in the sandbox with the
+    working directory its only writable place (compiler/policy.py, as the kernel does; a
+    warning where this machine lacks the sandbox or Landlock)."""
+    from .compiler import policy
     from .compiler.backends.process import DEFAULT_RUN_LIMITS, RunLimits
 
     if not inv.safe:
         return RunLimits(timeout=None, max_output=None)
-    plan = confine.plan_for(os.getcwd())
-    if plan.confine is None:  # as the kernel does: say so, keep the other safe-mode refusals
-        if sys.stderr is not None:
-            sys.stderr.write("cancho: warning: --safe cannot confine the program on disk here: this "
-                             "Linux kernel has no Landlock (5.13 or later, enabled); it can reach "
-                             "any file you can\n")
+    plan = policy.plan_for(os.getcwd())
+    if plan.warning and sys.stderr is not None:  # say so, keep the other safe-mode refusals
+        sys.stderr.write("cancho: " + plan.warning)
     d = DEFAULT_RUN_LIMITS
     return RunLimits(timeout=None, max_output=None, memory=d.memory, cpu_seconds=d.cpu_seconds,
-                     processes=d.processes, confine=plan.confine)
+                     processes=d.processes, fsize=d.fsize, confine=plan.confine,
+                     sandbox=plan.sandbox)
 
 
 def cmd_run(inv: Invocation) -> int:
@@ -487,9 +464,13 @@ def cmd_run(inv: Invocation) -> int:
     ir = _compiled_or_refused(inv)
     if inv.target.is_wasi:
         return _run_wasm(inv, ir)
+    limits = _run_limits(inv)
+    # A sandboxed run starts as an executable (the JIT in this process has no sandbox; the same
+    # bytes either way, kernel.md §2.2).
+    backend = "exe" if limits.sandbox is not None else inv.backend
     ended = _backend(inv, lambda: run_inherit(
-        ir, inv.backend, default_output(inv.inputs[0], "exe"), inv.program_args, libs=inv.libs,
-        libdirs=inv.libdirs, limits=_run_limits(inv), cache=_build_cache(inv)))
+        ir, backend, default_output(inv.inputs[0], "exe"), inv.program_args, libs=inv.libs,
+        libdirs=inv.libdirs, limits=limits, cache=_build_cache(inv)))
     if ended.signal is not None:
         raise environment(f"cancho: the program was killed by signal {ended.signal} "
                           f"({signal_name(ended.signal)})")

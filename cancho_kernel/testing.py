@@ -44,8 +44,9 @@ usage: cancho test <file.cho>... [--backend jit|exe] [--std] [-l <name>]... [-L 
 
 Runs every `fn test_*` in the named files, each in its own process; a test passes by
 answering 0. `--timeout` is seconds per test (0: none; at most a week). `--safe` (also
-CANCHO_SAFE=1): -l/-L and programs reaching foreign code are refused, and each test runs
-under the default memory, CPU-time and process limits. exit status: 0 all passed, 4 some
+CANCHO_SAFE=1): each test runs in the sandbox (docs/teaching.md), the working directory its
+only writable place, under the default memory, CPU-time, process and file-size limits; where
+the sandbox cannot start, -l/-L, foreign code and Exec are refused. exit status: 0 all passed, 4 some
 failed, 2 no tests or a misshapen test, 1 the program was refused, 3 environment.
 """
 
@@ -88,7 +89,7 @@ def parse_options(argv: Sequence[str]) -> Options:
     libs: list[str] = []
     libdirs: list[str] = []
     timeout: float | None = DEFAULT_TIMEOUT
-    from .cli import safe_from_env
+    from .compiler.policy import safe_from_env
 
     safe = safe_from_env()
     it = iter(argv)
@@ -132,8 +133,11 @@ def parse_options(argv: Sequence[str]) -> Options:
     if not files:
         raise Usage("no input file given")
     if safe and (libs or libdirs):
-        raise Usage(f"`{'-l' if libs else '-L'}` is refused in safe mode: a linked library is "
-                    "foreign code whose authority nothing bounds")
+        from .compiler.policy import library_refusal
+
+        why = library_refusal("-l" if libs else "-L")
+        if why is not None:
+            raise Usage(why)
     return Options(files, backend, tuple(libs), tuple(libdirs), timeout, safe)
 
 
@@ -382,7 +386,7 @@ def run_tests(opts: Options) -> int:
              or "the compiler produced no code")
         return EXIT_REFUSED
     if opts.safe:
-        from .cli import safe_mode_refusals
+        from .compiler.policy import safe_mode_refusals
 
         refusals = safe_mode_refusals(result.program)
         if refusals:
@@ -393,14 +397,20 @@ def run_tests(opts: Options) -> int:
 
 def _test_limits(opts: Options) -> RunLimits:
     """Each test's limits: the timeout, 1 MiB kept per stream; safe mode adds the defaults for
-    memory, CPU time and processes."""
+    memory, CPU time, processes and file size, and the sandbox with the working directory its
+    only writable place (compiler/policy.py; a warning for what this machine lacks)."""
+    from .compiler import policy
     from .compiler.backends.process import DEFAULT_RUN_LIMITS, RunLimits
 
     if not opts.safe:
         return RunLimits(timeout=opts.timeout, max_output=1 << 20)
+    plan = policy.plan_for(os.getcwd())
+    if plan.warning:
+        _err("cancho test: " + plan.warning.rstrip("\n"))
     d = DEFAULT_RUN_LIMITS
     return RunLimits(timeout=opts.timeout, max_output=1 << 20, memory=d.memory,
-                     cpu_seconds=d.cpu_seconds, processes=d.processes)
+                     cpu_seconds=d.cpu_seconds, processes=d.processes, fsize=d.fsize,
+                     confine=plan.confine, sandbox=plan.sandbox)
 
 
 def _build_and_run(opts: Options, tests: list[TestCase], ir: str) -> int:
@@ -411,14 +421,17 @@ def _build_and_run(opts: Options, tests: list[TestCase], ir: str) -> int:
     remove_stale_dirs()  # what an earlier run killed by SIGKILL left
     run_dir = tempfile.mkdtemp(prefix=owned_temp_prefix("test"))
     worker = None
+    limits = _test_limits(opts)
+    # A sandboxed test runs as an executable (the same bytes as on the JIT, kernel.md §2.2).
+    backend = Backend.EXE if limits.sandbox is not None else opts.backend
     try:
-        built = build(ir, opts.backend, os.path.join(run_dir, "tests"), libs=opts.libs,
+        built = build(ir, backend, os.path.join(run_dir, "tests"), libs=opts.libs,
                       libdirs=opts.libdirs)
         if built.backend is Backend.JIT:
             from .compiler.backends.jit import JitWorker
 
             worker = JitWorker()
-        return _run_all(tests, built, worker, _test_limits(opts))
+        return _run_all(tests, built, worker, limits)
     except RunFailed as exc:
         if exc.kind is FailureKind.ENVIRONMENT:
             _err(exc.message)

@@ -15,8 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 REJECT = ROOT / "tests" / "conformance" / "reject"
 COMPILER = ROOT / "cancho_kernel" / "compiler"
 # `internal` is a bug of ours, which no fixture reaches on purpose; `not-public` needs two files
-# (tests/test_modules.py).
-NO_FIXTURE = {Rule.INTERNAL, Rule.NOT_PUBLIC}
+# (tests/test_modules.py); `unsafe-in-safe-mode` is a host's policy, not the language's
+# (tests/test_safe_mode.py).
+NO_FIXTURE = {Rule.INTERNAL, Rule.NOT_PUBLIC, Rule.UNSAFE_IN_SAFE_MODE}
 
 CORE = """ambiguous-type arity-mismatch assign-to-immutable borrow-conflict builtin-redeclared
 capability-misused capability-not-narrowable constant-traps duplicate-declaration

@@ -6,6 +6,11 @@ directory) tries every escape the issue lists — reading the kernel's environme
 gcc running a shell through `%%c --cflags '-wrapper ...'`, limits raised beyond the caps — and each
 is refused with a clear message, while ordinary cells (hello, a bench, %%authority) still run.
 Before the fix every one of them was accepted. The CLI's `--safe` is tested at the end.
+
+Issue 22: the sandbox (compiler/backends/sandbox.py) is now the boundary, so where it runs the
+shell through `extern fn system` and `%%c` (with its flags) are allowed and run inside it: the
+tests check that what they did stayed inside. Where it cannot start, the refusals stand
+(compiler/policy.py; checked here with the probe replaced).
 """
 
 from __future__ import annotations
@@ -18,6 +23,10 @@ from pathlib import Path
 import pytest
 from kernel_client import HELLO, Cell, run
 
+from cancho_kernel.compiler import api, policy
+from cancho_kernel.compiler.backends import sandbox
+from cancho_kernel.compiler.source import SourceFile
+
 pytestmark = pytest.mark.usefixtures("cancho_kernelspec")
 
 SYSTEM = """extern fn system[&f, &c](ffi: &f Ffi("libc"), command: &c [byte]) -> [ffi("libc")] c_int;
@@ -27,11 +36,20 @@ fn main(world: World) -> [] int {
     release(io); release(fs); release(heap); release(args);
     let libc = narrow(ffi, "libc");
     var n = 0;
-    borrow libc as &f in { n = system(f, "echo escaped > escaped.txt\\0"); }
+    borrow libc as &f in { n = system(f, "COMMAND\\0"); }
     release(libc);
     return n;
 }
 """
+
+
+def system(command: str) -> str:
+    """A program running ``command`` through libc's `system` (a shell)."""
+    return SYSTEM.replace("COMMAND", command.replace('"', '\\"'))
+
+
+NEEDS_SANDBOX = pytest.mark.skipif(not sandbox.probe().ok and not os.environ.get("CI"),
+                                   reason=f"no sandbox here: {sandbox.probe().reason}")
 UNCALLED_EXTERN = """extern fn getpid[&f](ffi: &f Ffi("libc")) -> [ffi("libc")] c_int;
 """ + HELLO
 
@@ -98,15 +116,36 @@ def test_an_abbreviated_option_cannot_slip_past(safe_kernel):
     assert "environ" not in cell.stream("stdout")
 
 
+@NEEDS_SANDBOX
 @pytest.mark.parametrize("head", ["", "%%run\n", "%%run --backend exe\n", "%%bench --runs 1\n"])
-def test_a_program_reaching_foreign_code_is_refused_at_its_declaration(safe_kernel, notebook_dir, head):
-    cell = run(safe_kernel, head + SYSTEM)
-    text = refused(cell, "unsafe-in-safe-mode", "`system`")
-    assert "safe mode refuses foreign code" in text
-    shown = "\n".join(cell.error["traceback"])
-    line = 2 if head else 1
-    assert f":{line}:11: " in shown  # located at the extern's name, in the cell's own lines
-    assert not (notebook_dir / "escaped.txt").exists()
+def test_foreign_code_runs_in_the_sandbox_and_stays_inside(safe_kernel, notebook_dir, head):
+    """A shell through `extern fn system` writes in the notebook's directory (allowed) and tries
+    the directory above, the kernel's cache and the host's /tmp: only the first file appears."""
+    tag = f"{len(head)}-{head.count('bench')}"
+    above = notebook_dir.parent / f"escaped-{tag}.txt"
+    cache = notebook_dir / ".cache" / f"escaped-{tag}.txt"
+    host_tmp = Path("/tmp") / f"cancho-escaped-{tag}-{os.getpid()}.txt"
+    command = (f"echo inside > inside-{tag}.txt; echo x > {above}; mkdir -p .cache; "
+               f"echo x > {cache}; echo x > {host_tmp}")
+    cell = run(safe_kernel, head + system(command))
+    assert cell.status == "ok", cell.outputs
+    assert (notebook_dir / f"inside-{tag}.txt").read_text() == "inside\n"
+    assert not above.exists() and not cache.exists() and not host_tmp.exists()
+
+
+def compiled(text: str):
+    out = api.compile_sources([SourceFile("p.cho", text)])
+    assert out.ok, out.diagnostics
+    return out.program
+
+
+def test_without_the_sandbox_foreign_code_is_refused_at_its_declaration():
+    refusals = policy.safe_mode_refusals(compiled(system("true")), sandboxed_runs=False)
+    assert [d.rule.value for d in refusals] == ["unsafe-in-safe-mode"]
+    assert "refuses foreign code" in refusals[0].message and "`system`" in refusals[0].message
+    span = refusals[0].span
+    assert (span.line, span.column) == (1, 11)  # at the extern's name
+    assert policy.safe_mode_refusals(compiled(system("true")), sandboxed_runs=True) == []
 
 
 def test_a_foreign_declaration_nothing_calls_is_not_reach(safe_kernel):
@@ -115,14 +154,24 @@ def test_a_foreign_declaration_nothing_calls_is_not_reach(safe_kernel):
     assert cell.stream("stdout") == "hello, world\n"
 
 
+@NEEDS_SANDBOX
 @pytest.mark.parametrize("head", [
-    "%%c sh",
-    "%%c sh --cflags '-wrapper /bin/sh,-c,touch${IFS}pwned'",
-    "%%bench --runs 1 --cflags -O3",
+    "%%c sh --run",
+    "%%c sh --run --cflags '-wrapper /bin/sh,-c,touch${IFS}pwned;touch${IFS}NB/pwned'",
+    "%%c sh --run --cflags=-O3 --ldflags=-lm",
 ])
-def test_c_and_c_flags_are_refused(safe_kernel, notebook_dir, head):
-    refused(run(safe_kernel, head + "\nint main(void) { return 0; }\n"))
-    assert not (notebook_dir / "pwned").exists()
+def test_c_and_c_flags_run_in_the_sandbox(safe_kernel, notebook_dir, head):
+    """%%c compiles in the sandbox (a `-wrapper` shell writes nothing in the notebook's
+    directory: the compiler's only writable place is the baseline's own) and its program runs in
+    it (a write above the notebook's directory does not happen)."""
+    above = notebook_dir.parent / "c-escaped.txt"
+    body = (f'#include <stdio.h>\nint main(void) {{ FILE *f = fopen("{above}", "w"); '
+            f'if (f) fputs("x", f); puts(f ? "escaped" : "stayed"); return 0; }}\n')
+    cell = run(safe_kernel, head.replace("NB", str(notebook_dir)) + "\n" + body)
+    assert not (notebook_dir / "pwned").exists() and not above.exists()
+    if "-wrapper" not in head:
+        assert cell.status == "ok", cell.outputs
+        assert cell.stream("stdout").startswith("stayed"), cell.outputs
 
 
 @pytest.mark.parametrize("line", [
@@ -184,24 +233,59 @@ def cancho(*args: str, env: dict | None = None, cwd: Path | None = None) -> subp
                           text=True, env=env, cwd=cwd, timeout=300)
 
 
-def test_cli_safe_refuses_foreign_reach_and_libraries(tmp_path):
+NO_SANDBOX_CLI = """
+import sys
+from cancho_kernel.compiler.backends import sandbox
+sandbox.probe = lambda: sandbox.SandboxProbe(False, "no bwrap (test)")
+from cancho_kernel.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def cancho_without_sandbox(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    """The CLI on a machine whose sandbox cannot start (the probe replaced in its process)."""
+    return subprocess.run([sys.executable, "-c", NO_SANDBOX_CLI, *args], capture_output=True,
+                          text=True, cwd=cwd, timeout=300)
+
+
+def test_cli_safe_without_the_sandbox_refuses_foreign_reach_and_libraries(tmp_path):
     prog = tmp_path / "system.cho"
-    prog.write_text(SYSTEM)
+    prog.write_text(system("echo escaped > escaped.txt"))
     for command in (["run", "--safe"], ["run", "--safe", "--backend", "exe"], ["build", "--safe"]):
-        r = cancho(*command, str(prog), cwd=tmp_path)
+        r = cancho_without_sandbox(*command, str(prog), cwd=tmp_path)
         assert r.returncode == 1, (command, r.stderr)
         assert f"{prog}:1:11: error: safe mode refuses foreign code" in r.stderr
-        assert r.stderr.split("\n")[0].endswith("[unsafe-in-safe-mode]")
+        assert "[unsafe-in-safe-mode]" in r.stderr.split("\n")[0]
     assert not (tmp_path / "escaped.txt").exists() and not (tmp_path / "system").exists()
-    env = dict(os.environ, CANCHO_SAFE="1")
-    assert cancho("run", str(prog), env=env, cwd=tmp_path).returncode == 1
     hello = tmp_path / "hello.cho"
     hello.write_text(HELLO)
     for flag in (["-l", "m"], ["-L", "/usr/lib"]):
-        r = cancho("run", "--safe", *flag, str(hello))
+        r = cancho_without_sandbox("run", "--safe", *flag, str(hello), cwd=tmp_path)
         assert r.returncode == 2 and "refused in safe mode" in r.stderr
-    ok = cancho("run", "--safe", str(hello))
+    ok = cancho_without_sandbox("run", "--safe", str(hello), cwd=tmp_path)
     assert ok.returncode == 0 and ok.stdout == "hello, world\n"
+    assert "cannot start its sandbox" in ok.stderr  # said, not silent
+
+
+@NEEDS_SANDBOX
+def test_cli_safe_runs_foreign_code_in_the_sandbox(tmp_path):
+    """`cancho run --safe` (and CANCHO_SAFE=1) runs `system` inside the sandbox: the working
+    directory is written, the directory above is not; `-l m` links."""
+    nb = tmp_path / "nb"
+    nb.mkdir()
+    prog = nb / "system.cho"
+    prog.write_text(system(f"echo inside > inside.txt; echo x > {tmp_path}/escaped.txt"))
+    for command in (["run", "--safe"], ["run", "--safe", "--backend", "exe"], ["run"]):
+        env = dict(os.environ, CANCHO_SAFE="1") if command == ["run"] else None
+        r = cancho(*command, "--no-cache", str(prog), cwd=nb, env=env)
+        assert r.returncode != 1 or "unsafe-in-safe-mode" not in r.stderr, r.stderr
+        assert (nb / "inside.txt").read_text() == "inside\n", (command, r.stderr)
+        assert not (tmp_path / "escaped.txt").exists(), command
+        (nb / "inside.txt").unlink()
+    hello = nb / "hello.cho"
+    hello.write_text(HELLO)
+    r = cancho("run", "--safe", "-l", "m", str(hello), cwd=nb)
+    assert r.returncode == 0 and r.stdout == "hello, world\n", r.stderr
 
 
 def test_cli_test_safe_refuses_foreign_reach(tmp_path):
@@ -224,4 +308,8 @@ fn helper(world: World) -> [] int {
 """)
     plain = cancho("test", str(prog))
     assert plain.returncode == 0, plain.stderr  # the extern is not reachable from any test
-    assert cancho("test", "--safe", "-l", "m", str(prog)).returncode == 2
+    refused_l = cancho_without_sandbox("test", "--safe", "-l", "m", str(prog), cwd=tmp_path)
+    assert refused_l.returncode == 2, refused_l.stderr
+    if sandbox.probe().ok:  # the sandbox bounds a library: it links and the test runs
+        linked = cancho("test", "--safe", "-l", "m", str(prog), cwd=tmp_path)
+        assert linked.returncode == 0, linked.stderr

@@ -77,6 +77,7 @@ class Rule(StrEnum):
     UNKNOWN_ESCAPE = "unknown-escape"
     UNKNOWN_NAME = "unknown-name"
     UNREACHABLE_STATEMENT = "unreachable-statement"
+    UNSAFE_IN_SAFE_MODE = "unsafe-in-safe-mode"
     UNSIZED_TYPE = "unsized-type"
     UNSUPPORTED_ON_TARGET = "unsupported-on-target"
 
@@ -143,6 +144,7 @@ EXPLANATIONS: dict[Rule, str] = {
     Rule.UNKNOWN_ESCAPE: "Only the escapes \\n \\r \\t \\\\ \\0 and \\\" (or \\' in a character literal) exist.",
     Rule.UNKNOWN_NAME: "This name is not in scope here.",
     Rule.UNREACHABLE_STATEMENT: "A statement after one that always leaves the block can never run.",
+    Rule.UNSAFE_IN_SAFE_MODE: "Safe mode (a shared server's policy, not a rule of the language) runs foreign code and other programs only inside its sandbox; where the sandbox is unavailable it refuses what nothing would bound: a reachable `extern fn`, a linked library, an `Exec` (docs/teaching.md).",
     Rule.UNSIZED_TYPE: "A slice `[T]` has no size; it can only be used behind a reference.",
     Rule.UNSUPPORTED_ON_TARGET: "This feature is not available on the selected target: a `wasm32-wasip1` build refuses what WASI lacks (threads, sockets, processes, ...), and cancho-kernel does not implement every builtin of every edition.",
 }

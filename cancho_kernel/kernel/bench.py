@@ -509,7 +509,8 @@ def _c(ctx: Context, args: str, body: Body) -> None:
     try:
         prog = compile_baseline(ctx.session.programs, ns.name, body.text, line_offset=body.line_offset,
                                 cell_name=body.cell_name or "cell", cflags=split_flags(ns.cflags),
-                                ldflags=split_flags(ns.ldflags))
+                                ldflags=split_flags(ns.ldflags),
+                                sandbox=ctx.runner.caps.sandbox if ctx.runner.caps else None)
     except CFailure as e:
         ctx.fail(e.failure)
         return

@@ -133,12 +133,27 @@ def safe_text(settings: "Settings | None") -> str:
     if settings is None or not settings.safe:
         return ("Safe mode is off (turn it on with CANCHO_SAFE=1 or CanchoKernel.safe_mode = True "
                 "when the kernel starts).")
-    return (f"Safe mode is ON: programs that reach foreign code (`extern fn`) are refused "
-            f"[unsafe-in-safe-mode]; %%c and --cflags/--ldflags are refused; paths for %load, %%file, "
+    return (f"Safe mode is ON: {_sandbox_text(settings)}; paths for %load, %%file, "
             f"--stdin-file and file:PATH must be inside {settings.root}; {_confined_text(settings)}; "
             f"limits may be lowered, not "
             f"raised beyond timeout {c.timeout:g} s, memory {_mib(c.memory)}, CPU {c.cpu_seconds} s, "
-            f"{c.processes} processes, output {_mib(c.max_output)}.")
+            f"{c.processes} processes, output {_mib(c.max_output)}, files of {_mib(c.fsize)}.")
+
+
+def _sandbox_text(settings: "Settings") -> str:
+    """What bounds a program on this machine: the sandbox (and then the library runs), or the
+    refusals that stand in for it (compiler/policy.py)."""
+    from ..compiler.backends import sandbox
+
+    probe = sandbox.probe()
+    if probe.ok:
+        return (f"every program, %%c's compiler and C program included, runs in a sandbox (its own "
+                f"network with only its own loopback, its own processes, a read-only system, "
+                f"{settings.root} its only writable directory with its dot-directories hidden, "
+                f"a seccomp filter; docs/teaching.md), so `extern fn`, %%c, C flags and Exec work")
+    return (f"there is NO sandbox here ({probe.reason}): programs that reach foreign code "
+            f"(`extern fn`) or perform Exec are refused [unsafe-in-safe-mode]; %%c and "
+            f"--cflags/--ldflags are refused")
 
 
 def _confined_text(settings: "Settings") -> str:
@@ -146,9 +161,9 @@ def _confined_text(settings: "Settings") -> str:
     from ..compiler.backends import confine
 
     if confine.available():
-        return (f"every program is confined on disk (Landlock) to {settings.root} and, read only, "
-                f"the system's libraries")
-    return "programs are NOT confined on disk here (this Linux has no Landlock)"
+        return (f"every program is also confined on disk (Landlock) to {settings.root} and, read "
+                f"only, the system's libraries")
+    return "programs are NOT confined on disk by Landlock here (this Linux has none)"
 
 
 def help_text(settings: "Settings | None" = None) -> str:

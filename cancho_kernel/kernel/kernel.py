@@ -8,8 +8,9 @@ named ``KeyboardInterrupt``; the session's items are kept.
 
 Safe mode (``CanchoKernel.safe_mode = True`` in the Jupyter config, or ``CANCHO_SAFE=1`` in the
 kernel's environment) is fixed when the kernel starts: see :mod:`directives` and README. In safe
-mode every program is confined on disk to the notebook's directory (Landlock, confine.py); where
-Linux has no Landlock the kernel logs it and says so in the first cell's output.
+mode every program runs in the sandbox with the notebook's directory its only writable place
+(compiler/policy.py, sandbox.py; Landlock inside, confine.py); where the sandbox or Landlock is
+missing the kernel logs it and says so in the first cell's output.
 
 Nothing outlives the kernel: runs are supervised by the exe launcher or the JIT worker, which
 kill every descendant of a run when it ends and when the kernel goes (the launcher dies with
@@ -21,7 +22,6 @@ signal; directories a SIGKILLed kernel left are removed when the next kernel sta
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import fnmatch
 import logging
 import os
@@ -173,20 +173,19 @@ class CanchoKernel(Kernel):
         first request that needs them, whichever comes first; the other waits)."""
         with self._machinery_lock:
             if self._machinery is None:
-                from ..cli import safe_from_env
-                from ..compiler.backends import confine
-                from ..compiler.backends.process import SAFE_CAPS, remove_stale_dirs
+                from ..compiler import policy
+                from ..compiler.backends.process import remove_stale_dirs
                 from .directives import Settings
                 from .runner import Runner
                 from .session import Session
 
-                safe = bool(self.safe_mode) or safe_from_env()
+                safe = bool(self.safe_mode) or policy.safe_from_env()
                 remove_stale_dirs()  # what a kernel killed by SIGKILL left behind
                 settings = Settings(safe=safe, root=self._root)
-                plan = confine.plan_for(settings.root) if safe else None
+                plan = policy.plan_for(settings.root) if safe else None
                 if plan is not None and plan.warning:
                     (self.log or logging.getLogger(__name__)).warning("%s", plan.warning.strip())
-                runner = Runner(caps=dataclasses.replace(SAFE_CAPS, confine=plan.confine) if plan else None,
+                runner = Runner(caps=plan.caps() if plan else None,
                                 notice=plan.warning if plan else None, worker=self._jit_worker)
                 self._machinery = CellMachinery(Session(safe=safe), settings, runner)
             return self._machinery

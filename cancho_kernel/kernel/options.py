@@ -58,6 +58,7 @@ class Settings:
     memory: int | None = DEFAULT_RUN_LIMITS.memory
     cpu_seconds: int | None = DEFAULT_RUN_LIMITS.cpu_seconds
     processes: int | None = DEFAULT_RUN_LIMITS.processes
+    fsize: int | None = DEFAULT_RUN_LIMITS.fsize
     bench_runs: int | None = field(default_factory=_bench_runs_from_env)
     safe: bool = False
     root: Path = field(default_factory=lambda: Path.cwd().resolve())
@@ -65,7 +66,7 @@ class Settings:
     def run_limits(self) -> RunLimits:
         """The session's default limits of one run."""
         return RunLimits(timeout=self.timeout, max_output=self.max_output, memory=self.memory,
-                         cpu_seconds=self.cpu_seconds, processes=self.processes)
+                         cpu_seconds=self.cpu_seconds, processes=self.processes, fsize=self.fsize)
 
 
 def _mib(n: int) -> str:
@@ -194,9 +195,14 @@ def parse_count(text: str, bound: Bound) -> int | None:
 
 # -- safe mode and paths ------------------------------------------------------------------------------
 
-SAFE_REFUSED_DIRECTIVES = {"%%c": "%%c compiles and runs C, which nothing bounds"}
-SAFE_REFUSED_OPTIONS = {"--cflags": "C compiler flags can run any program (e.g. -wrapper)",
-                        "--ldflags": "linker flags can run any program and link any library"}
+# Refused in safe mode only where the sandbox is unavailable (compiler/policy.py): with it, the
+# compiler and the C program run inside it like any other program.
+SAFE_REFUSED_DIRECTIVES = {"%%c": "%%c compiles and runs C, and this machine has no sandbox to "
+                                  "bound it"}
+SAFE_REFUSED_OPTIONS = {"--cflags": "C compiler flags can run any program (e.g. -wrapper), and "
+                                    "this machine has no sandbox to bound it",
+                        "--ldflags": "linker flags can run any program and link any library, "
+                                     "and this machine has no sandbox to bound it"}
 
 
 def _option_values(words: list[str], flag: str) -> list[str]:
@@ -213,11 +219,15 @@ def _option_values(words: list[str], flag: str) -> list[str]:
 def safe_screen(name: str, args: str, settings: Settings) -> None:
     """Safe mode's screen of one directive line, whichever module handles the directive (so
     `%%bench` and `%bench` are held to it too): refused directives and options, paths outside
-    the notebook's directory, limits above the caps."""
-    if name in SAFE_REFUSED_DIRECTIVES:
+    the notebook's directory, limits above the caps. C (``%%c``, C flags) is refused only where
+    the sandbox is unavailable."""
+    from ..compiler.policy import sandboxed
+
+    foreign_refused = not sandboxed()
+    if foreign_refused and name in SAFE_REFUSED_DIRECTIVES:
         raise DirectiveError(f"{name} is refused in safe mode: {SAFE_REFUSED_DIRECTIVES[name]}")
     words = split_args(args)
-    for flag, why in SAFE_REFUSED_OPTIONS.items():
+    for flag, why in SAFE_REFUSED_OPTIONS.items() if foreign_refused else ():
         if _option_values(words, flag) or flag in words:
             raise DirectiveError(f"{flag} is refused in safe mode: {why}")
     for path in _option_values(words, "--stdin-file"):

@@ -106,8 +106,13 @@ class Runner:
     def confinable(self, req: RunRequest) -> RunRequest:
         """``req`` on a backend that honours its confinement: a JIT worker that cannot confine
         its children (``JitWorker.confines`` false) hands a confined run to the exe launcher,
-        which prints the same bytes (kernel.md §2.2), rather than run it unconfined."""
-        if req.limits.confine is None or req.backend != "jit" or getattr(self.worker, "confines", False):
+        which prints the same bytes (kernel.md §2.2), rather than run it unconfined; so does a
+        worker that cannot start its children in the sandbox (``JitWorker.sandboxes`` false)."""
+        if req.backend != "jit":
+            return req
+        confined = req.limits.confine is None or getattr(self.worker, "confines", False)
+        sandboxed = req.limits.sandbox is None or getattr(self.worker, "sandboxes", False)
+        if confined and sandboxed:
             return req
         return dataclasses.replace(req, backend="exe")
 

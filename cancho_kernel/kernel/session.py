@@ -129,7 +129,7 @@ class Session:
         from .named import ProgramStore
 
         # Safe mode: a program that would run (compiled, with a `main`) is refused when it
-        # reaches foreign code (cli.safe_mode_refusals, rule `unsafe-in-safe-mode`).
+        # reaches foreign code (compiler/policy.py, rule `unsafe-in-safe-mode`, only where the sandbox is unavailable).
         self.safe = safe
         # Named programs and C baselines (%%run --name, %%c) are build products, not items:
         # %reset keeps them.
@@ -198,7 +198,7 @@ class Session:
         if compile and has_main:
             res = api.compile_files(files, hint=source.path, cache=self.module_cache)
             if self.safe and res.ok and res.reused:
-                from ..cli import safe_mode_refusals
+                from ..compiler.policy import safe_mode_refusals
 
                 if safe_mode_refusals(res.program):
                     # Refusals name declarations: compile afresh so they point into this cell,
@@ -207,7 +207,7 @@ class Session:
             outcome = CellOutcome(source, list(res.diagnostics), ir=res.ir, timings=res.timings,
                                   program=res.program)
             if self.safe and not outcome.diagnostics and res.program is not None:
-                from ..cli import safe_mode_refusals
+                from ..compiler.policy import safe_mode_refusals
 
                 refusals = safe_mode_refusals(res.program)
                 if refusals:

@@ -6,7 +6,7 @@ resource limits, and no process that outlives the run.
   directly by a large Python process reports that process's size. The launcher, a few hundred
   KiB, forks the program, waits for it and writes the program's own rusage to descriptor 3.
 * **Limits.** posix_spawn cannot set a resource limit and the caller may have threads, so the
-  limits (RLIMIT_AS, RLIMIT_CPU, RLIMIT_NPROC) are set here, in the child, after `fork`.
+  limits (RLIMIT_AS, RLIMIT_CPU, RLIMIT_NPROC, RLIMIT_FSIZE) are set here, in the child, after `fork`.
 * **Nothing outlives the run.** The launcher is a child subreaper (PR_SET_CHILD_SUBREAPER), so
   whatever the program starts — even a process that left the run's group with `setsid` — is
   re-parented to it when its own parent dies; when the program ends, every remaining descendant
@@ -14,7 +14,8 @@ resource limits, and no process that outlives the run.
   supervisor stops a run) kills the program, sweeps, and ends as if the program died by SIGKILL.
   The launcher dies with its supervisor (PR_SET_PDEATHSIG -> SIGTERM, so it sweeps first) and
   the program dies with the launcher (PR_SET_PDEATHSIG -> SIGKILL).
-* **Confinement (safe mode).** Given roots, the program is confined to them on disk with
+* **Safe mode.** The launcher runs inside the sandbox (sandbox.py: ``bwrap … -- launcher …``),
+  from a copy no sandboxed program can write (:func:`trusted_launcher`). Given roots, the program is confined to them on disk with
   Landlock (confine.py) after `fork`, before `execv`; if that fails it does not run.
 * **No file left behind.** Given a path to clean up, it removes that file and its directory as
   soon as the program has been exec'd, so even a supervisor killed by SIGKILL leaves nothing.
@@ -26,12 +27,17 @@ compiler callers fall back to a Python trampoline (process.py).
 
 from __future__ import annotations
 
+import atexit
+import os
+import shutil
+import subprocess
+import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Optional
 
-from .chelper import built_helper
+from .chelper import built_helper, c_compiler
 from .confine import C_SOURCE as CONFINE_C_SOURCE
 from .confine import Confinement, launcher_args as confine_args
 
@@ -52,10 +58,11 @@ SOURCE = r"""
 #include <sys/wait.h>
 #include <unistd.h>
 """ + CONFINE_C_SOURCE + r"""
-/* argv: launcher PARENT GROUP AS CPU NPROC CLEANUP CONFINE [ROOTS...] PROGRAM ARGV0 ARGS...
+/* argv: launcher PARENT GROUP AS CPU NPROC FSIZE CLEANUP CONFINE [ROOTS...] PROGRAM ARGV0 ARGS...
    PARENT   the supervisor's pid: the launcher gets SIGTERM when it dies ("-": none)
    GROUP    "1": the program leads its own process group; "0": it stays in ours (a terminal)
-   AS CPU NPROC  RLIMIT_AS bytes, RLIMIT_CPU seconds, RLIMIT_NPROC for the program ("-": none)
+   AS CPU NPROC FSIZE  RLIMIT_AS bytes, RLIMIT_CPU seconds, RLIMIT_NPROC, RLIMIT_FSIZE bytes
+            for the program ("-": none)
    CLEANUP  a file removed, with its directory, once the program runs ("-": none)
    CONFINE  "-": not confined; else K, then K roots for cancho_confine (confine.py): the
             program reaches only those on disk (Landlock), or does not run at all
@@ -111,11 +118,11 @@ static int set_limit(int resource, const char *text, int slack) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 10) return 127;
-    int nroots = strcmp(argv[7], "-") == 0 ? 0 : atoi(argv[7]);
-    if (nroots < 0 || argc < 10 + nroots) return 127;
-    char **roots = argv + 8;
-    char **program = argv + 8 + nroots;  /* PROGRAM ARGV0 ARGS... */
+    if (argc < 11) return 127;
+    int nroots = strcmp(argv[8], "-") == 0 ? 0 : atoi(argv[8]);
+    if (nroots < 0 || argc < 11 + nroots) return 127;
+    char **roots = argv + 9;
+    char **program = argv + 9 + nroots;  /* PROGRAM ARGV0 ARGS... */
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = on_stop;
@@ -132,7 +139,7 @@ int main(int argc, char **argv) {
         signal(SIGINT, SIG_IGN);
         signal(SIGQUIT, SIG_IGN);
     }
-    const char *cleanup = strcmp(argv[6], "-") == 0 ? NULL : argv[6];
+    const char *cleanup = strcmp(argv[7], "-") == 0 ? NULL : argv[7];
     int ready[2];
     if (pipe2(ready, O_CLOEXEC) < 0) return 127;
     sigset_t stops, old;
@@ -158,11 +165,11 @@ int main(int argc, char **argv) {
         if (getppid() != self) _exit(127);
         if (group) setpgid(0, 0);
         if (set_limit(RLIMIT_AS, argv[3], 0) || set_limit(RLIMIT_CPU, argv[4], 1)
-            || set_limit(RLIMIT_NPROC, argv[5], 0)) {
+            || set_limit(RLIMIT_NPROC, argv[5], 0) || set_limit(RLIMIT_FSIZE, argv[6], 0)) {
             dprintf(2, "cannot set the run's limits: %s\n", strerror(errno));
             _exit(127);
         }
-        if (strcmp(argv[7], "-") != 0) {
+        if (strcmp(argv[8], "-") != 0) {
             int r = cancho_confine(nroots, roots);
             if (r != 0) {
                 dprintf(2, "cannot confine the program to its directories (Landlock): %s\n",
@@ -225,6 +232,7 @@ class LaunchLimits:
     address_space: int | None = None   # RLIMIT_AS, bytes
     cpu_seconds: int | None = None     # RLIMIT_CPU (SIGXCPU at the limit, SIGKILL a second later)
     processes: int | None = None       # RLIMIT_NPROC (counts every process of the user)
+    file_size: int | None = None       # RLIMIT_FSIZE, bytes (SIGXFSZ past it)
 
 
 def launcher_argv(launcher_path: str, program: str, argv: Sequence[str], *, parent: int | None,
@@ -236,7 +244,7 @@ def launcher_argv(launcher_path: str, program: str, argv: Sequence[str], *, pare
         return "-" if v is None else str(int(v))
 
     return [launcher_path, num(parent), "1" if own_group else "0", num(limits.address_space),
-            num(limits.cpu_seconds), num(limits.processes), cleanup or "-",
+            num(limits.cpu_seconds), num(limits.processes), num(limits.file_size), cleanup or "-",
             *confine_args(confine), program, *argv]
 
 
@@ -245,6 +253,37 @@ def launcher() -> Optional[str]:
     """Path of the compiled launcher, building it on first use; None without a C compiler."""
     path = built_helper(SOURCE, "measure")
     return str(path) if path is not None else None
+
+
+def trusted_launcher(writable: Sequence[str]) -> Optional[str]:
+    """The launcher for a sandboxed run: the cached build when no sandbox-writable directory
+    (``writable``: the notebook's, which on a hub is ``$HOME``, holding the cache) contains it,
+    else a private build of this process (a planted ``measure-HASH`` in a writable cache is
+    never run); None without a C compiler."""
+    shared = launcher()
+    if shared is None:
+        return None
+    real = os.path.realpath(shared)
+    roots = [os.path.realpath(w) for w in writable]
+    if not any(real == r or real.startswith(r.rstrip("/") + "/") for r in roots):
+        return shared
+    return _private_launcher()
+
+
+@lru_cache(maxsize=1)
+def _private_launcher() -> Optional[str]:
+    """The launcher compiled into a 0700 directory of this process's own outside every notebook
+    (removed at exit), once per process."""
+    cc = c_compiler()
+    if cc is None:
+        return None
+    tmp = tempfile.mkdtemp(prefix="cancho-helper-")
+    atexit.register(shutil.rmtree, tmp, True)
+    src, out = os.path.join(tmp, "measure.c"), os.path.join(tmp, "measure")
+    with open(src, "w") as f:
+        f.write(SOURCE)
+    done = subprocess.run([*cc, "-O2", "-o", out, src], capture_output=True)
+    return out if done.returncode == 0 else None
 
 
 def parse_report(text: str) -> Optional[tuple[int, float, float, int]]:

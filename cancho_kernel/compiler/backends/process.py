@@ -17,7 +17,10 @@ Rules every child gets, whichever backend runs it:
   (PR_SET_PDEATHSIG);
 * the run's resource limits (address space, CPU seconds, processes) set in the child after
   ``fork``, never on the supervisor or the JIT worker;
-* in safe mode (``RunLimits.confine``) a Landlock confinement on disk, applied in the child after
+* in safe mode (``RunLimits.sandbox``) the launcher and the program start inside the sandbox
+  (sandbox.py: namespaces, a read-only system, seccomp) in a cgroup of the run's own, killed
+  whole when the run ends (cgroups.py);
+* in safe mode (``RunLimits.confine``) also a Landlock confinement on disk, applied in the child after
   ``fork`` and before the program runs (confine.py); a run that cannot be confined does not run;
 * default dispositions for SIGPIPE and friends (Python ignores SIGPIPE, and ignored signals
   survive ``exec``), so a write to a pipe whose reader left kills it with signal 13 as in a
@@ -47,8 +50,9 @@ from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Protocol
 
-from . import measure
+from . import cgroups, measure, sandbox
 from .confine import Confinement
+from .sandbox import SandboxSpec
 
 # Signals a child must see at their default disposition even if this process ignores them.
 RESET_SIGNALS: tuple[int, ...] = (
@@ -154,8 +158,10 @@ class RunLimits:
     the worker's image, so the limit is that image plus ``memory``). ``cpu_seconds``:
     RLIMIT_CPU of the program (SIGXCPU when reached). ``processes``: how many processes the
     program may add to those its user already runs (RLIMIT_NPROC; Linux does not apply it to
-    root). ``confine``: the directories the program may reach on disk (safe mode, Landlock:
-    confine.py); ``None`` leaves the disk as the user's.
+    root). ``fsize``: the largest file the program may write, in bytes (RLIMIT_FSIZE; SIGXFSZ
+    past it). ``confine``: the directories the program may reach on disk (safe mode, Landlock:
+    confine.py); ``None`` leaves the disk as the user's. ``sandbox``: the sandbox the run
+    starts in (safe mode, sandbox.py; the executable and launcher are added read-only).
     """
 
     timeout: float | None = 30.0
@@ -164,6 +170,8 @@ class RunLimits:
     cpu_seconds: int | None = None
     processes: int | None = None
     confine: Confinement | None = None
+    fsize: int | None = None
+    sandbox: SandboxSpec | None = None
 
     def nproc_limit(self) -> int | None:
         """The RLIMIT_NPROC value for ``processes`` more than the user runs now."""
@@ -175,7 +183,8 @@ class RunLimits:
 @dataclass(frozen=True)
 class LimitCaps:
     """The most a run may be given (safe mode): every limit finite, none above these; with
-    ``confine``, every run is confined to those directories whatever it asked for."""
+    ``confine``, every run is confined to those directories whatever it asked for; with
+    ``sandbox``, every run starts in that sandbox. ``fsize`` bounds a run that asked for none."""
 
     timeout: float
     max_output: int
@@ -183,6 +192,8 @@ class LimitCaps:
     cpu_seconds: int
     processes: int
     confine: Confinement | None = None
+    fsize: int = 1 << 30
+    sandbox: SandboxSpec | None = None
 
     def violations(self, limits: RunLimits) -> list[str]:
         """What in ``limits`` is unlimited or above a cap, in words a user can act on."""
@@ -194,6 +205,8 @@ class LimitCaps:
             if value is None or value > cap:
                 shown = "unlimited" if value is None else f"{value:g}{unit}"
                 out.append(f"{flag} {shown} is above the cap of {cap:g}{unit}")
+        if limits.fsize is not None and limits.fsize > self.fsize:  # unset: bounded to the cap
+            out.append(f"--fsize {limits.fsize} bytes is above the cap of {self.fsize} bytes")
         return out
 
     def bound(self, limits: RunLimits) -> RunLimits:
@@ -206,15 +219,17 @@ class LimitCaps:
                        memory=low(limits.memory, self.memory),
                        cpu_seconds=low(limits.cpu_seconds, self.cpu_seconds),
                        processes=low(limits.processes, self.processes),
-                       confine=self.confine if self.confine is not None else limits.confine)
+                       fsize=low(limits.fsize, self.fsize),
+                       confine=self.confine if self.confine is not None else limits.confine,
+                       sandbox=self.sandbox if self.sandbox is not None else limits.sandbox)
 
 
 # The limits a kernel run gets unless a cell or %limits says otherwise (README, %help).
 DEFAULT_RUN_LIMITS = RunLimits(timeout=30.0, max_output=1 << 20, memory=4 << 30, cpu_seconds=600,
-                               processes=256)
+                               processes=256, fsize=1 << 30)
 # Safe mode's caps: the defaults may be lowered, never raised beyond these (README, %help).
 SAFE_CAPS = LimitCaps(timeout=600.0, max_output=16 << 20, memory=4 << 30, cpu_seconds=600,
-                      processes=256)
+                      processes=256, fsize=1 << 30)
 
 
 @dataclass
@@ -590,10 +605,13 @@ def result_from(outcome: PumpOutcome, wait_status: int | None, *, wall: float,
 class _SpawnedChild:
     """:class:`ProcessControl` for a child of this process, watched through a pidfd."""
 
-    def __init__(self, pid: int, own_group: bool, launcher: bool = False) -> None:
+    def __init__(self, pid: int, own_group: bool, launcher: bool = False,
+                 cgroup: cgroups.RunCgroup | None = None, sandboxed: bool = False) -> None:
         self.pid = pid
         self.own_group = own_group
         self.launcher = launcher
+        self.cgroup = cgroup
+        self.sandboxed = sandboxed
         self.started = True
         self.finished = False
         self.status: int | None = None
@@ -614,8 +632,13 @@ class _SpawnedChild:
             self.status, self.rusage, self.finished = status, rusage, True
 
     def kill(self) -> None:
+        if self.cgroup is not None:
+            self.cgroup.kill()  # the whole run at once, whatever it became
         try:
-            if self.launcher:
+            if self.sandboxed:  # bwrap: its death kills everything in the sandbox
+                if not self.finished:
+                    os.kill(self.pid, signal.SIGKILL)
+            elif self.launcher:
                 if not self.finished:  # it kills the program's group, then every descendant
                     os.kill(self.pid, signal.SIGTERM)
             elif self.own_group:
@@ -637,18 +660,18 @@ class _SpawnedChild:
 # sweep descendants; the launcher is the normal path (the exe backend needs cc anyway).
 _RLIMIT_TRAMPOLINE = (
     "import os,resource,signal,sys\n"
-    "for r,v,k in ((resource.RLIMIT_AS,sys.argv[1],0),(resource.RLIMIT_CPU,sys.argv[2],1),(resource.RLIMIT_NPROC,sys.argv[3],0)):\n"
+    "for r,v,k in ((resource.RLIMIT_AS,sys.argv[1],0),(resource.RLIMIT_CPU,sys.argv[2],1),(resource.RLIMIT_NPROC,sys.argv[3],0),(resource.RLIMIT_FSIZE,sys.argv[4],0)):\n"
     " if v!='-': resource.setrlimit(r,(int(v),int(v)+k))\n"
     "for s in (signal.SIGPIPE,signal.SIGXFSZ): signal.signal(s,signal.SIG_DFL)\n"
-    "try: os.execv(sys.argv[4],sys.argv[5:])\n"
-    "except OSError as e: os.write(2,('cannot run %s: %s\\n'%(sys.argv[4],e.strerror)).encode()); os._exit(127)\n"
+    "try: os.execv(sys.argv[5],sys.argv[6:])\n"
+    "except OSError as e: os.write(2,('cannot run %s: %s\\n'%(sys.argv[5],e.strerror)).encode()); os._exit(127)\n"
 )
 
 
 def _launch_limits(limits: RunLimits) -> measure.LaunchLimits:
     cpu = limits.cpu_seconds
     return measure.LaunchLimits(limits.memory, None if cpu is None else max(1, int(cpu)),
-                                limits.nproc_limit())
+                                limits.nproc_limit(), limits.fsize)
 
 
 def _spawn(path: str, argv: Sequence[str], stdio: ChildStdio, limits: measure.LaunchLimits,
@@ -667,11 +690,24 @@ def _spawn(path: str, argv: Sequence[str], stdio: ChildStdio, limits: measure.La
         exe = sys.executable
         num = lambda v: "-" if v is None else str(v)  # noqa: E731
         args = [sys.executable, "-I", "-S", "-c", _RLIMIT_TRAMPOLINE, num(limits.address_space),
-                num(limits.cpu_seconds), num(limits.processes), path, *argv]
+                num(limits.cpu_seconds), num(limits.processes), num(limits.file_size), path, *argv]
     kwargs: dict = {"file_actions": actions, "setsigdef": RESET_SIGNALS, "setsigmask": ()}
     if own_group:
         kwargs["setpgroup"] = 0
     return os.posix_spawn(exe, args, dict(os.environ), **kwargs)
+
+
+@dataclass
+class _Started:
+    """What :func:`_start` started: the child to supervise, the launcher's report pipe, the
+    run's cgroup, and a file the supervisor removes itself once the run is over."""
+
+    pid: int
+    launcher: bool
+    report_r: int | None = None
+    cgroup: cgroups.RunCgroup | None = None
+    sandboxed: bool = False
+    remove_after: str | None = None
 
 
 def run_executable(path: str | os.PathLike, argv: Sequence[str] | None = None, stdin: bytes = b"",
@@ -683,57 +719,130 @@ def run_executable(path: str | os.PathLike, argv: Sequence[str] | None = None, s
     ``argv`` is the whole vector including ``argv[0]`` (default: ``[path]``), so a caller can
     give both backends the same one. ``remove_after_start``: the launcher deletes the file and
     its directory once the program is running (the CLI's `run`, so that nothing is left even if
-    this process is killed). Raises ``OSError`` if the file cannot be executed.
+    this process is killed; in a sandbox, where the file is read-only, this process removes it
+    when the run ends). Raises ``OSError`` if the file cannot be executed.
     """
     path = os.fspath(path)
     argv = list(argv) if argv else [path]
     own_group = target.kind is not StdoutKind.INHERIT  # a terminal's job control needs ours
     stdio = ChildStdio(target, stdin)
-    report_r = report_w = None
+    started: _Started | None = None
     try:
         start = time.monotonic()
-        launcher = measure.launcher()
-        if launcher is not None:
-            # Through the small launcher: the program's own peak RSS, its limits, and no
-            # descendant left behind (measure.py).
-            report_r, w = os.pipe()
-            report_w = fcntl.fcntl(w, fcntl.F_DUPFD_CLOEXEC, 10)
-            os.close(w)
-            largv = measure.launcher_argv(
-                launcher, path, argv, parent=os.getpid(), own_group=own_group,
-                limits=_launch_limits(limits), cleanup=path if remove_after_start else None,
-                confine=_confinement_for(limits, path))
-            pid = _spawn(launcher, largv, stdio, measure.LaunchLimits(), own_group,
-                         extra=[(os.POSIX_SPAWN_DUP2, report_w, measure.REPORT_FD)])
-            os.close(report_w)
-            report_w = None
-        elif limits.confine is not None:
-            raise OSError(errno.ENOSYS, "a confined run needs the launcher, which needs a C "
-                          "compiler (cc)")
-        else:
-            pid = _spawn(path, argv, stdio, _launch_limits(limits), own_group)
+        started = _start(path, argv, stdio, limits, own_group, remove_after_start)
         stdio.close_child_ends()
-        control = _SpawnedChild(pid, own_group, launcher=launcher is not None)
+        control = _SpawnedChild(started.pid, own_group, launcher=started.launcher,
+                                cgroup=started.cgroup, sandboxed=started.sandboxed)
         try:
             outcome = pump(stdio, control, limits, cancel)
         finally:
             if not control.finished:  # only on an exception escaping pump
                 control.kill()
-                os.waitpid(pid, 0)
+                os.waitpid(started.pid, 0)
             control.close()
-        report = _read_report(report_r) if report_r is not None else None
+        report = _read_report(started.report_r) if started.report_r is not None else None
     finally:
         stdio.close()
-        for fd in (report_r, report_w):
-            if fd is not None:
-                os.close(fd)
+        if started is not None:
+            _finish(started)
     ru = control.rusage
     user, system, rss = (ru.ru_utime, ru.ru_stime, ru.ru_maxrss) if ru else (0.0, 0.0, 0)
+    status = control.status
     if report is not None:
-        _, user, system, rss = report
+        # Inside a sandbox the launcher's status is the program's (bwrap's own folds a signal
+        # into an exit code).
+        status, user, system, rss = report
     return result_from(
-        outcome, control.status, wall=(control.ended_at or time.monotonic()) - start,
+        outcome, status, wall=(control.ended_at or time.monotonic()) - start,
         user=user, system=system, maxrss_kib=rss, timeout=limits.timeout, backend="exe")
+
+
+def _start(path: str, argv: list[str], stdio: ChildStdio, limits: RunLimits, own_group: bool,
+           remove_after_start: bool) -> _Started:
+    """Start the program: through the launcher (in the sandbox when ``limits.sandbox``), or,
+    without a C compiler, through the Python trampoline (never for a confined run)."""
+    if limits.sandbox is not None:
+        return _start_sandboxed(path, argv, stdio, limits, own_group, remove_after_start)
+    launcher = measure.launcher()
+    if launcher is None:
+        if limits.confine is not None:
+            raise OSError(errno.ENOSYS, "a confined run needs the launcher, which needs a C "
+                          "compiler (cc)")
+        return _Started(_spawn(path, argv, stdio, _launch_limits(limits), own_group), False)
+    # Through the small launcher: the program's own peak RSS, its limits, and no descendant
+    # left behind (measure.py).
+    report_r, report_w = _report_pipe()
+    try:
+        largv = measure.launcher_argv(
+            launcher, path, argv, parent=os.getpid(), own_group=own_group,
+            limits=_launch_limits(limits), cleanup=path if remove_after_start else None,
+            confine=_confinement_for(limits, path))
+        pid = _spawn(launcher, largv, stdio, measure.LaunchLimits(), own_group,
+                     extra=[(os.POSIX_SPAWN_DUP2, report_w, measure.REPORT_FD)])
+    except BaseException:
+        os.close(report_r)
+        raise
+    finally:
+        os.close(report_w)
+    return _Started(pid, True, report_r)
+
+
+def _start_sandboxed(path: str, argv: list[str], stdio: ChildStdio, limits: RunLimits,
+                     own_group: bool, remove_after_start: bool) -> _Started:
+    """``bwrap … -- launcher … program`` in a cgroup of the run's own (sandbox.py, cgroups.py):
+    the launcher from a copy no sandboxed program can write, it and the executable read-only."""
+    assert limits.sandbox is not None
+    launcher = measure.trusted_launcher(limits.sandbox.writable)
+    if launcher is None:
+        raise OSError(errno.ENOSYS, "a sandboxed run needs the launcher, which needs a C "
+                      "compiler (cc)")
+    group = cgroups.create()
+    spec = replace(limits.sandbox, readable=(*limits.sandbox.readable, launcher,
+                                             os.path.dirname(os.path.abspath(path))),
+                   cgroup_procs=group.procs if group is not None else None)
+    largv = measure.launcher_argv(launcher, path, argv, parent=None, own_group=own_group,
+                                  limits=_launch_limits(limits),
+                                  confine=_confinement_for(limits, path))
+    report_r, report_w = _report_pipe()
+    launch = None
+    try:
+        launch = sandbox.command(spec, largv)
+        extra = [(os.POSIX_SPAWN_DUP2, report_w, measure.REPORT_FD)]
+        extra += [(os.POSIX_SPAWN_DUP2, fd, fd) for fd in launch.pass_fds]
+        pid = _spawn(launch.argv[0], launch.argv, stdio, measure.LaunchLimits(), own_group,
+                     extra=extra)
+    except BaseException:
+        os.close(report_r)
+        if group is not None:
+            group.remove()
+        raise
+    finally:
+        os.close(report_w)
+        if launch is not None:
+            launch.close()
+    return _Started(pid, True, report_r, group, True, path if remove_after_start else None)
+
+
+def _report_pipe() -> tuple[int, int]:
+    """The launcher's report pipe, its write end at 10 or above (never on 0-3)."""
+    report_r, w = os.pipe()
+    report_w = fcntl.fcntl(w, fcntl.F_DUPFD_CLOEXEC, 10)
+    os.close(w)
+    return report_r, report_w
+
+
+def _finish(started: _Started) -> None:
+    """After a run: the report pipe closed, the cgroup killed and removed, the file removed."""
+    if started.report_r is not None:
+        os.close(started.report_r)
+    if started.cgroup is not None:
+        started.cgroup.remove()
+    if started.remove_after is not None:
+        try:
+            os.unlink(started.remove_after)
+            os.rmdir(os.path.dirname(started.remove_after))
+        except OSError:
+            pass
 
 
 def _confinement_for(limits: RunLimits, path: str) -> Confinement | None:

@@ -1,0 +1,188 @@
+"""A cgroup per safe run, killed whole when the run ends, where this process may make one.
+
+Why, on top of the sandbox's PID namespace: the namespace already guarantees that nothing in the
+sandbox outlives its first process or its supervisor; a cgroup is what the kernel itself counts,
+so the run's processes can be listed and killed from outside in one step (``cgroup.kill`` on
+cgroup v2) whatever they did (``setsid``, double forks), and it is the hook for a per-run memory
+or process bound later.
+
+Where: beneath this process's own cgroup, in the unified (v2) hierarchy when it is writable and
+has ``cgroup.kill``, else in the v1 ``pids`` hierarchy (killed task by task until empty). When
+neither is writable (an unprivileged user under systemd without delegation, a read-only
+``/sys/fs/cgroup``) :func:`create` returns None and the run relies on the namespace alone.
+A group left by a supervisor killed with SIGKILL is removed by the next :func:`create` once
+empty (its name carries the owner's pid).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+import signal
+import time
+from dataclasses import dataclass
+from enum import Enum
+from functools import lru_cache
+
+_MOUNTS = {"v2": ("/sys/fs/cgroup", "/sys/fs/cgroup/unified"), "pids": ("/sys/fs/cgroup/pids",)}
+_PREFIX = "cancho-run-"
+_counter = itertools.count()
+_KILL_ROUNDS = 1000
+_EMPTY_WAITS, _EMPTY_TICK = 200, 0.01  # at most two seconds for killed tasks to leave
+
+
+class CgroupKind(str, Enum):
+    """Which hierarchy a run's group is in."""
+
+    V2 = "v2"
+    V1_PIDS = "v1-pids"
+
+
+@dataclass(frozen=True)
+class RunCgroup:
+    """One run's cgroup: its directory and how it is killed."""
+
+    path: str
+    kind: CgroupKind
+
+    @property
+    def procs(self) -> str:
+        """The file a process writes its pid to, to join the group."""
+        return os.path.join(self.path, "cgroup.procs")
+
+    def pids(self) -> list[int]:
+        """The processes in the group now."""
+        try:
+            with open(self.procs) as f:
+                return [int(w) for w in f.read().split()]
+        except (OSError, ValueError):
+            return []
+
+    def kill(self) -> None:
+        """Kill every process in the group (``cgroup.kill``; on v1, SIGKILL to each task until
+        none is left: a killed task cannot fork again)."""
+        if self.kind is CgroupKind.V2:
+            try:
+                with open(os.path.join(self.path, "cgroup.kill"), "w") as f:
+                    f.write("1")
+                return
+            except OSError:
+                pass
+        for _ in range(_KILL_ROUNDS):
+            pids = self.pids()
+            if not pids:
+                return
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def remove(self) -> bool:
+        """Kill what is left and remove the group's directory (False if it stays: a process in
+        it is still being torn down; :func:`create` retries later)."""
+        self.kill()
+        for _ in range(_EMPTY_WAITS):  # killed tasks leave the group once the kernel reaps them
+            try:
+                os.rmdir(self.path)
+                return True
+            except FileNotFoundError:
+                return True
+            except OSError:
+                time.sleep(_EMPTY_TICK)
+        return False
+
+
+def _own_path(kind: CgroupKind) -> str | None:
+    """This process's cgroup path in that hierarchy, from /proc/self/cgroup."""
+    try:
+        with open("/proc/self/cgroup") as f:
+            lines = f.read().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        num, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if kind is CgroupKind.V2 and num == "0" and controllers == "":
+            return path
+        if kind is CgroupKind.V1_PIDS and "pids" in controllers.split(","):
+            return path
+    return None
+
+
+def _parent_dir(kind: CgroupKind) -> str | None:
+    """The directory new groups go in, or None when that hierarchy is missing or read-only."""
+    own = _own_path(kind)
+    if own is None:
+        return None
+    for mount in _MOUNTS["v2" if kind is CgroupKind.V2 else "pids"]:
+        if kind is CgroupKind.V2 and not os.path.exists(os.path.join(mount, "cgroup.controllers")):
+            continue  # not a unified mount (a v1 tmpfs holding the controllers)
+        base = os.path.join(mount, own.lstrip("/"))
+        if os.path.exists(os.path.join(base, "cgroup.procs")) and os.access(base, os.W_OK):
+            return base
+    return None
+
+
+@lru_cache(maxsize=1)
+def hierarchy() -> tuple[CgroupKind, str] | None:
+    """Where this process makes run groups (tried once: a group made and removed)."""
+    for kind in (CgroupKind.V2, CgroupKind.V1_PIDS):
+        base = _parent_dir(kind)
+        if base is None:
+            continue
+        probe = os.path.join(base, f"{_PREFIX}{os.getpid()}-probe")
+        try:
+            os.mkdir(probe)
+        except FileExistsError:
+            pass
+        except OSError:
+            continue
+        ok = kind is not CgroupKind.V2 or os.path.exists(os.path.join(probe, "cgroup.kill"))
+        try:
+            os.rmdir(probe)
+        except OSError:
+            pass
+        if ok:
+            return kind, base
+    return None
+
+
+def create() -> RunCgroup | None:
+    """A new, empty group for one run, or None where none can be made (see the module)."""
+    where = hierarchy()
+    if where is None:
+        return None
+    kind, base = where
+    _remove_stale(base, kind)
+    path = os.path.join(base, f"{_PREFIX}{os.getpid()}-{next(_counter)}")
+    try:
+        os.mkdir(path)
+    except OSError:
+        return None
+    return RunCgroup(path, kind)
+
+
+def _remove_stale(base: str, kind: CgroupKind) -> None:
+    """Remove the groups of supervisors that are gone (killed before they could)."""
+    pattern = re.compile(rf"^{_PREFIX}(\d+)-")
+    try:
+        names = os.listdir(base)
+    except OSError:
+        return
+    for name in names:
+        m = pattern.match(name)
+        if m is None or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
+            continue
+        RunCgroup(os.path.join(base, name), kind).remove()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
