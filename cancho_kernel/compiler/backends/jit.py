@@ -25,8 +25,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from . import sandbox as sandboxes
+from .sandbox import SandboxSpec
+
 from .exe import LinkError
-from .jit_worker import CacheBounds, CacheStats, SplitStats, recv_msg, send_msg
+from .jit_sandbox import ChildPin, start_sandboxed, verified_child, worker_command
+from .jit_sandbox import sandboxed as sandbox_for_worker
+from .jit_worker import PYTHON_CHILD_ENV, CacheBounds, CacheStats, SplitStats, recv_msg, send_msg
 from .process import (
     ChildStdio,
     PumpOutcome,
@@ -39,26 +44,6 @@ from .process import (
     pump,
     result_from,
 )
-
-
-# The worker's first statement: the package that launched it goes first on the module path, by
-# its directory (argv[1]), so an editable install, a worktree and a wheel all import themselves.
-_BOOTSTRAP = ("import sys; sys.path.insert(0, sys.argv.pop(1)); "
-              "from cancho_kernel.compiler.backends.jit_worker import main; sys.exit(main())")
-
-
-def package_root() -> str:
-    """The directory holding the ``cancho_kernel`` package this module belongs to."""
-    return str(Path(__file__).resolve().parents[3])
-
-
-def worker_command(python: str, args: Sequence[str], unbuffered: bool = False) -> list[str]:
-    """The worker's command line: Python isolated (``-I``: no user site-packages and their
-    ``.pth`` files, no ``PYTHON*`` variables, neither the working directory nor the script's on
-    the module path; a notebook's directory is writable by its programs), the package found by
-    :data:`_BOOTSTRAP`. ``unbuffered``: ``-u``, what PYTHONUNBUFFERED would have asked."""
-    return [python, "-I", *(["-u"] if unbuffered else []), "-c", _BOOTSTRAP, package_root(),
-            *args]
 
 
 # How long the worker's guard may take to kill the worker and sweep after SIGTERM before it is
@@ -134,7 +119,7 @@ class JitWorker:
     confines = True
 
     def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None,
-                 cache: CacheBounds = CacheBounds()) -> None:
+                 cache: CacheBounds = CacheBounds(), sandbox: SandboxSpec | None = None) -> None:
         self._python = python
         self._env = env or {}
         self._cache = cache
@@ -142,8 +127,10 @@ class JitWorker:
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
         self._child: str | None = None
-        self._sandboxed = False
+        self._sandboxed = False  # whether the running worker is inside a sandbox
         self._worker_pid: int | None = None
+        self._sandbox = sandbox  # the sandbox the next worker starts in (None: none)
+        self._started_in: SandboxSpec | None = None  # the sandbox the running worker is in
 
     # -- lifecycle --------------------------------------------------------------------------
 
@@ -164,30 +151,35 @@ class JitWorker:
         ``"python"`` (the fallback without a C compiler); None until started."""
         return self._child
 
+    @property
+    def sandboxes(self) -> bool:
+        """Whether runs in a sandbox (``RunLimits.sandbox``) can be handed to this worker: it
+        starts itself inside that sandbox (jit_sandbox.py), where bubblewrap works."""
+        return sandboxes.available()
+
+    def use_sandbox(self, spec: SandboxSpec | None) -> None:
+        """Start the worker inside ``spec`` from now on (None: outside any sandbox); a running
+        worker started otherwise is replaced at its next use."""
+        self._sandbox = spec
+
     def start(self) -> float:
         """Start the worker if it is not running; returns the seconds it took (0 if running)."""
         with self._lock:
             return self._ensure_started()
 
     def _ensure_started(self) -> float:
-        if self._proc is not None and self._proc.poll() is None and self._sock is not None:
+        if (self._proc is not None and self._proc.poll() is None and self._sock is not None
+                and self._started_in == self._sandbox):
             return 0.0
         self._discard()
         t0 = time.perf_counter()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        env = dict(os.environ)
-        env.update(self._env)
-        args = [str(theirs.fileno()), "--cache-programs", str(self._cache.programs),
-                "--cache-bytes", str(self._cache.max_bytes),
-                "--retire-bytes", str(self._cache.retire_bytes)]
         try:
-            self._proc = subprocess.Popen(
-                worker_command(self._python, args, unbuffered=env.get("PYTHONUNBUFFERED", "") != ""),
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                env=env, start_new_session=True, close_fds=True)
+            self._proc = self._spawn(theirs.fileno(), self._sandbox)
         finally:
             theirs.close()
-        self._sock = mine
+        self._sock, self._started_in = mine, self._sandbox
+        self._sandboxed = self._sandbox is not None
         send_msg(mine, {"op": "ping"})
         got = recv_msg(mine)
         if got is None or got[0].get("ev") != "pong":
@@ -196,6 +188,27 @@ class JitWorker:
         self._child = str(got[0].get("child", "python"))
         self._worker_pid = _host_pid(self._proc.pid, int(got[0].get("pid", 0)))
         return time.perf_counter() - t0
+
+    def _spawn(self, fd: int, spec: SandboxSpec | None) -> subprocess.Popen:
+        """The worker process (its guard), given socket ``fd``: directly, or inside ``spec``
+        with the C child verified here and pinned (jit_sandbox.py)."""
+        env = dict(os.environ)
+        env.update(self._env)
+        args = [str(fd), "--cache-programs", str(self._cache.programs),
+                "--cache-bytes", str(self._cache.max_bytes),
+                "--retire-bytes", str(self._cache.retire_bytes)]
+        child: ChildPin | None = verified_child() if env.get(PYTHON_CHILD_ENV) != "1" else None
+        if child is not None:
+            args += child.args()
+        argv = worker_command(self._python, args, unbuffered=env.get("PYTHONUNBUFFERED", "") != "")
+        if spec is not None:
+            try:
+                return start_sandboxed(sandbox_for_worker(spec, self._python, child), argv, [fd], env)
+            except OSError as e:
+                raise JitWorkerDied(f"the JIT worker cannot start in the sandbox: {e}") from e
+        return subprocess.Popen(argv, pass_fds=[fd], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, env=env, start_new_session=True,
+                                close_fds=True)
 
     def _kill_run(self, pid: int) -> None:
         """SIGKILL the running program's group: asked of the worker (whose pids may be those of
@@ -348,6 +361,8 @@ class JitWorker:
                    "confine": None if limits.confine is None else limits.confine.roots(),
                    "split": split}
         with self._lock:
+            if limits.sandbox is not None and limits.sandbox != self._sandbox:
+                self._sandbox = limits.sandbox  # a sandboxed run: the worker (re)starts inside it
             control, outcome = self._run_once(request, stdin, target, limits, cancel)
             if (control.worker_died and not control.killed_worker
                     and control.compile_seconds is None):
