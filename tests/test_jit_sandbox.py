@@ -340,3 +340,66 @@ def test_the_worker_retires_and_restarts_inside_the_sandbox(limits):
             assert run(w, limits, shell("true")).exit_status == 0
             assert w.pid is None  # retired
     assert pids[0] != pids[1] and inside == [2, 2]
+
+
+# -- through a safe kernel ----------------------------------------------------------------------------
+
+
+def ancestors(pid: int) -> list[int]:
+    out = []
+    while pid > 1:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            break
+        pid = int(next(line for line in status.splitlines() if line.startswith("PPid:")).split()[1])
+        out.append(pid)
+    return out
+
+
+def cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def test_a_safe_kernel_runs_jit_cells_in_the_sandboxed_worker(cancho_kernelspec, tmp_path):
+    """CANCHO_SAFE=1 in `$HOME` as on a hub: a `%%run --backend jit` cell runs in the kernel's
+    JIT worker (not handed to the exe launcher), inside the sandbox, and its `Exec` of a shell
+    writing into `.cache` and `.local` leaves nothing there."""
+    from jupyter_client.manager import start_new_kernel
+    from kernel_client import run as run_cell
+
+    home = tmp_path.resolve()
+    env = dict(os.environ, CANCHO_SAFE="1", HOME=str(home))
+    km, kc = start_new_kernel(kernel_name=cancho_kernelspec, startup_timeout=60, env=env,
+                              cwd=str(home))
+    name = "cx" + uuid.uuid4().hex[:12]
+    try:
+        sent = kc.execute("%%run --backend jit --timeout 60\n" + ESCAPE.replace("NAME", name))
+        assert wait_for(lambda: len(named(name)) == 2)
+        program = min(named(name))
+        assert len(nspids(program)) == 2  # in a PID namespace of its own
+        assert any(b"jit_worker" in cmdline(p) for p in ancestors(program)[:3])
+        assert any(cmdline(p).startswith(b"/usr/bin/bwrap") for p in ancestors(program))
+        km.interrupt_kernel()
+        reply = kc.get_shell_msg(timeout=60)
+        while reply["parent_header"].get("msg_id") != sent:
+            reply = kc.get_shell_msg(timeout=60)
+        assert reply["content"]["status"] == "error"
+        assert wait_for(lambda: not named(name)), named(name)
+        script = (f"mkdir -p {home}/.cache/cancho-kernel {home}/.local/lib && "
+                  f"echo evil > {home}/.cache/cancho-kernel/measure-0123456789abcdef; "
+                  f"echo x > {home}/.local/lib/x.pth; echo ok > {home}/work.txt")
+        cell = run_cell((km, kc), "%%run --backend jit\n" + EXEC_SHELL.replace("SCRIPT", script))
+        assert cell.status == "ok", cell.outputs
+        assert (home / "work.txt").read_text() == "ok\n"
+        # (the kernel's own helpers are in .cache: it builds them there, outside the sandbox)
+        assert not (home / ".cache" / "cancho-kernel" / "measure-0123456789abcdef").exists()
+        assert not (home / ".local" / "lib" / "x.pth").exists()
+    finally:
+        for pid in named(name):
+            os.kill(pid, signal.SIGKILL)
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
