@@ -1,4 +1,4 @@
-"""The child side of a JIT run, both ways it can be started: the C child (``mcjit.CHILD_SOURCE``,
+"""The child side of a JIT run, both ways it can be started: the C child (``jit_child.CHILD_SOURCE``,
 the fast path) and the Python fallback (a worker started with ``CANCHO_JIT_PYTHON_CHILD=1``).
 
 Each must be indistinguishable from the exe backend: same bytes, same status, same death, same

@@ -6,7 +6,10 @@ Two entry points:
   persistent single-threaded worker subprocess (``jit_worker.py``) compiles and forks one child
   per run; this side creates the child's descriptors (the same :class:`ChildStdio` the exe
   backend uses), passes them over a Unix socket and supervises the run with the shared
-  :func:`process.pump`, so limits, truncation, cancel and results work identically.
+  :func:`process.pump`, so limits, truncation, cancel and results work identically. The
+  worker runs Python isolated, and in safe mode (a run's ``RunLimits.sandbox``) inside the
+  sandbox as a whole (jit_sandbox.py); it is stopped through its guard, never SIGKILLed before
+  it has swept what its runs left (jit_worker.stand_guard).
 * :func:`run_jit_inherit` — for the CLI, a single-threaded process: JIT in-process, fork a
   child that inherits the terminal.
 """
