@@ -272,3 +272,35 @@ def test_a_helper_writable_by_others_or_a_symlink_does_not_verify(tmp_path, monk
     link = tmp_path / "h" / "probe-link"
     link.symlink_to(got.path)
     assert chelper.verify(link) is None
+
+
+# -- RLIMIT_FSIZE (safe mode's disk bound, issue 22) ----------------------------------------------------
+
+
+def big_writer(path: Path) -> str:
+    """Creates ``path`` and writes 4 MiB to it twice."""
+    raw = str(path).encode() + b"\0"
+    return program(rf"""
+@.path = private constant [{len(raw)} x i8] c"{str(path)}\00"
+declare i32 @open(ptr, i32, ...)
+declare i64 @write(i32, ptr, i64)
+declare ptr @calloc(i64, i64)
+define i64 @lexs_main() {{
+  %fd = call i32 (ptr, i32, ...) @open(ptr @.path, i32 577, i32 420)
+  %buf = call ptr @calloc(i64 1, i64 4194304)
+  %a = call i64 @write(i32 %fd, ptr %buf, i64 4194304)
+  %b = call i64 @write(i32 %fd, ptr %buf, i64 4194304)
+  ret i64 0
+}}
+""")
+
+
+def test_the_file_size_limit_stops_a_run_as_on_the_exe_backend(built, worker, tmp_path):
+    """RunLimits.fsize: the write past it ends the program by SIGXFSZ, the file holds no more
+    than the limit — on both backends alike (before, the JIT ignored the limit)."""
+    limits = RunLimits(timeout=20, fsize=1 << 20)
+    a = run_executable(built(big_writer(tmp_path / "exe.bin")), ["p"], b"", StdoutTarget.pipe(),
+                       limits)
+    b = worker.run(big_writer(tmp_path / "jit.bin"), ["p"], b"", StdoutTarget.pipe(), limits)
+    assert a.signal == b.signal == signal.SIGXFSZ, (a, b)
+    assert (tmp_path / "exe.bin").stat().st_size == (tmp_path / "jit.bin").stat().st_size == 1 << 20

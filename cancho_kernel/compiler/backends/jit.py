@@ -360,7 +360,7 @@ class JitWorker:
         request = {"op": "run", "ir": ir_text, "argv": argv, "libs": list(libs),
                    "libdirs": list(libdirs), "memory": limits.memory,
                    "cpu": None if cpu is None else max(1, int(cpu)),
-                   "nproc": limits.nproc_limit(),
+                   "nproc": limits.nproc_limit(), "fsize": limits.fsize,
                    "confine": None if limits.confine is None else limits.confine.roots(),
                    "split": split}
         with self._lock:
@@ -506,7 +506,7 @@ def _reaper(compiled, argv: list[str], limits: RunLimits, parent: int) -> NoRetu
         cpu = limits.cpu_seconds
         program = mcjit.spawn_program(compiled.main_address, argv, None, limits.memory,
                                       cpu_seconds=None if cpu is None else max(1, int(cpu)),
-                                      nproc=limits.nproc_limit(),
+                                      nproc=limits.nproc_limit(), fsize=limits.fsize,
                                       confine=None if limits.confine is None else limits.confine.roots())
         try:
             while True:

@@ -101,11 +101,11 @@ static void set_limit(int resource, unsigned long long soft, unsigned long long 
 }
 
 /* Fork; in the child become the program and never return. fds[0..2]: the child's 0/1/2
-   (-1 closes it); use_fds 0 keeps the inherited ones. memory/cpu/nproc < 0: no limit.
+   (-1 closes it); use_fds 0 keeps the inherited ones. memory/cpu/nproc/fsize < 0: no limit.
    Returns the child's pid, or -errno. */
 int cancho_jit_spawn(void *entry, int argc, char **argv, int use_fds, const int *fds,
                      int own_group, int parent, long long memory, long long cpu, long long nproc,
-                     const int *reset, int nreset, int nroots, char *const *roots) {
+                     long long fsize, const int *reset, int nreset, int nroots, char *const *roots) {
     pid_t pid = fork();
     if (pid < 0) return -errno;
     if (pid > 0) return (int)pid;
@@ -140,6 +140,8 @@ int cancho_jit_spawn(void *entry, int argc, char **argv, int use_fds, const int 
                             "RLIMIT_CPU");
     if (nproc >= 0) set_limit(RLIMIT_NPROC, (unsigned long long)nproc,
                               (unsigned long long)nproc, "RLIMIT_NPROC");
+    if (fsize >= 0) set_limit(RLIMIT_FSIZE, (unsigned long long)fsize,
+                              (unsigned long long)fsize, "RLIMIT_FSIZE");
     if (nroots >= 0) {
         int r = cancho_confine(nroots, roots);
         if (r != 0) {

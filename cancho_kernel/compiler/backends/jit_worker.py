@@ -14,7 +14,8 @@ Protocol (Unix stream socket inherited as descriptor FD; each message is a 4-byt
 length and a UTF-8 JSON object; descriptors travel with ``socket.send_fds`` on the length):
 
     client -> worker   {"op": "run", "ir", "argv", "libs", "libdirs", "slots", "memory",
-                        "cpu", "nproc", "split"}   (limits of the child only; null: none;
+                        "cpu", "nproc", "fsize", "confine", "split"}
+                       (limits of the child only; null: none;
                        "split": true compiles std apart and reuses it, see below)
                        + descriptors: one per entry of "slots" (0/1/2, the child's numbers;
                        a standard descriptor absent from "slots" is closed in the child;
@@ -441,7 +442,8 @@ class Worker:
             pid = mcjit.spawn_program(compiled.main_address, msg["argv"], fd_map,
                                       msg.get("memory"), own_group=slots is not None,
                                       cpu_seconds=msg.get("cpu"), nproc=msg.get("nproc"),
-                                      python_child=self.python_child, confine=msg.get("confine"))
+                                      python_child=self.python_child, confine=msg.get("confine"),
+                                      fsize=msg.get("fsize"))
         except OSError as exc:  # EAGAIN: the user's process limit, or no memory
             send_msg(self.sock, {"ev": "error", "kind": "internal",
                                  "message": f"cannot start the program: {exc}"})

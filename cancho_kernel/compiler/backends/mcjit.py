@@ -422,12 +422,12 @@ def _address_space_bytes() -> int:
 def become_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int] | None,
                    memory: int | None = None, *, own_group: bool = False,
                    die_with_parent: bool = False, cpu_seconds: int | None = None,
-                   nproc: int | None = None) -> NoReturn:
+                   nproc: int | None = None, fsize: int | None = None) -> NoReturn:
     """In a freshly forked child: install the descriptors (``fd_map``: 0/1/2 -> fd, a missing key
     closes it; ``None`` keeps the inherited ones), set the run's limits on this process only
     (``memory`` bytes beyond the image inherited from the worker, ``cpu_seconds`` of CPU,
-    RLIMIT_NPROC ``nproc``), restore what a native process has, call ``main(argc, argv)`` and
-    ``exit`` with its result. Never returns."""
+    RLIMIT_NPROC ``nproc``, RLIMIT_FSIZE ``fsize`` bytes), restore what a native process has,
+    call ``main(argc, argv)`` and ``exit`` with its result. Never returns."""
     try:
         parent = os.getppid()
         if own_group:
@@ -459,6 +459,8 @@ def become_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int
             resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_seconds), int(cpu_seconds) + 1))
         if nproc is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (int(nproc), int(nproc)))
+        if fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (int(fsize), int(fsize)))
         _restore_stdio_buffering()
         args = [a.encode("utf-8", "surrogateescape") for a in argv]
         c_argv = (ctypes.c_char_p * (len(args) + 1))(*args, None)
@@ -525,8 +527,9 @@ def _child_library() -> ctypes.CDLL | None:
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int,
                    ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int, ctypes.c_longlong,
-                   ctypes.c_longlong, ctypes.c_longlong, ctypes.POINTER(ctypes.c_int),
-                   ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+                   ctypes.c_longlong, ctypes.c_longlong, ctypes.c_longlong,
+                   ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int,
+                   ctypes.POINTER(ctypes.c_char_p)]
     return lib
 
 
@@ -538,7 +541,8 @@ def native_child_available() -> bool:
 def spawn_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int] | None,
                   memory: int | None = None, *, own_group: bool = False,
                   cpu_seconds: int | None = None, nproc: int | None = None,
-                  python_child: bool = False, confine: Sequence[str] | None = None) -> int:
+                  python_child: bool = False, confine: Sequence[str] | None = None,
+                  fsize: int | None = None) -> int:
     """Fork a child that becomes the program (the contract of :func:`become_program`, with
     ``die_with_parent`` always on) and return its pid. Call it from a single-threaded process
     only. Through the C child when it is available and ``python_child`` is false.
@@ -556,7 +560,8 @@ def spawn_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int]
         pid = os.fork()
         if pid == 0:
             become_program(main_address, argv, fd_map, memory, own_group=own_group,
-                           die_with_parent=True, cpu_seconds=cpu_seconds, nproc=nproc)
+                           die_with_parent=True, cpu_seconds=cpu_seconds, nproc=nproc,
+                           fsize=fsize)
         return pid
     args = [a.encode("utf-8", "surrogateescape") for a in argv]
     c_argv = (ctypes.c_char_p * (len(args) + 1))(*args, None)
@@ -571,7 +576,7 @@ def spawn_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int]
     c_roots = (ctypes.c_char_p * (len(roots) + 1))(*roots, None)
     pid = lib.cancho_jit_spawn(main_address, len(args), c_argv, int(fd_map is not None), fds,
                                int(own_group), os.getpid(), num(memory), num(cpu_seconds),
-                               num(nproc), reset, len(RESET_SIGNALS),
+                               num(nproc), num(fsize), reset, len(RESET_SIGNALS),
                                -1 if confine is None else len(roots), c_roots)
     if pid < 0:
         raise OSError(-pid, os.strerror(-pid))
