@@ -443,7 +443,7 @@ def _run_limits(inv: Invocation):
     working directory its only writable place (compiler/policy.py, as the kernel does; a
     warning where this machine lacks the sandbox or Landlock)."""
     from .compiler import policy
-    from .compiler.backends.process import DEFAULT_RUN_LIMITS, RunLimits
+    from .compiler.backends.process import DEFAULT_RUN_LIMITS, SAFE_CAPS, RunLimits
 
     if not inv.safe:
         return RunLimits(timeout=None, max_output=None)
@@ -452,7 +452,7 @@ def _run_limits(inv: Invocation):
         sys.stderr.write("cancho: " + plan.warning)
     d = DEFAULT_RUN_LIMITS
     return RunLimits(timeout=None, max_output=None, memory=d.memory, cpu_seconds=d.cpu_seconds,
-                     processes=d.processes, fsize=d.fsize, confine=plan.confine,
+                     processes=d.processes, fsize=SAFE_CAPS.fsize, confine=plan.confine,
                      sandbox=plan.sandbox)
 
 

@@ -400,7 +400,7 @@ def _test_limits(opts: Options) -> RunLimits:
     memory, CPU time, processes and file size, and the sandbox with the working directory its
     only writable place (compiler/policy.py; a warning for what this machine lacks)."""
     from .compiler import policy
-    from .compiler.backends.process import DEFAULT_RUN_LIMITS, RunLimits
+    from .compiler.backends.process import DEFAULT_RUN_LIMITS, SAFE_CAPS, RunLimits
 
     if not opts.safe:
         return RunLimits(timeout=opts.timeout, max_output=1 << 20)
@@ -409,7 +409,7 @@ def _test_limits(opts: Options) -> RunLimits:
         _err("cancho test: " + plan.warning.rstrip("\n"))
     d = DEFAULT_RUN_LIMITS
     return RunLimits(timeout=opts.timeout, max_output=1 << 20, memory=d.memory,
-                     cpu_seconds=d.cpu_seconds, processes=d.processes, fsize=d.fsize,
+                     cpu_seconds=d.cpu_seconds, processes=d.processes, fsize=SAFE_CAPS.fsize,
                      confine=plan.confine, sandbox=plan.sandbox)
 
 

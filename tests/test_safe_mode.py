@@ -148,6 +148,34 @@ def test_without_the_sandbox_foreign_code_is_refused_at_its_declaration():
     assert policy.safe_mode_refusals(compiled(system("true")), sandboxed_runs=True) == []
 
 
+EXEC = """edition 7;
+
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args, net, clock, signals, exec } = split(world);
+    release(ffi); release(net); release(clock); release(signals); release(io); release(fs);
+    release(heap); release(args);
+    var status = 0;
+    borrow exec as &x in {
+        match exec_spawn(x, "/bin/sh", "-c\\0true\\0", "", Stdio::Null, Stdio::Null, Stdio::Null) {
+            Spawned::Failed(e) => { status = e; }
+            Spawned::Ok(child) => { child_wait(child); }
+        }
+    }
+    release(exec);
+    return status;
+}
+"""
+
+
+def test_without_the_sandbox_exec_is_refused():
+    """`Exec` was allowed in safe mode (issue 22): a program ran /bin/sh, cc, python3 with all
+    the server's user could do. Without the sandbox it is refused, located at `main`."""
+    refusals = policy.safe_mode_refusals(compiled(EXEC), sandboxed_runs=False)
+    assert [d.rule.value for d in refusals] == ["unsafe-in-safe-mode"]
+    assert "refuses `Exec`" in refusals[0].message and refusals[0].span.line == 3
+    assert policy.safe_mode_refusals(compiled(EXEC), sandboxed_runs=True) == []
+
+
 def test_a_foreign_declaration_nothing_calls_is_not_reach(safe_kernel):
     cell = run(safe_kernel, UNCALLED_EXTERN)
     assert cell.status == "ok", cell.outputs

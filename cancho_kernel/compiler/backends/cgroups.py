@@ -6,8 +6,9 @@ so the run's processes can be listed and killed from outside in one step (``cgro
 cgroup v2) whatever they did (``setsid``, double forks), and it is the hook for a per-run memory
 or process bound later.
 
-Where: beneath this process's own cgroup, in the unified (v2) hierarchy when it is writable and
-has ``cgroup.kill``, else in the v1 ``pids`` hierarchy (killed task by task until empty). When
+Where: beneath this process's own cgroup, in the hierarchy whose groups bound their tasks
+(``pids.max``, which holds for root, unlike RLIMIT_NPROC), the unified (v2) one on a tie: v2
+needs ``cgroup.kill``; a v1 ``pids`` group is killed task by task until empty. When
 neither is writable (an unprivileged user under systemd without delegation, a read-only
 ``/sys/fs/cgroup``) :func:`create` returns None and the run relies on the namespace alone.
 A group left by a supervisor killed with SIGKILL is removed by the next :func:`create` once
@@ -125,32 +126,53 @@ def _parent_dir(kind: CgroupKind) -> str | None:
     return None
 
 
+@dataclass(frozen=True)
+class _Candidate:
+    """A hierarchy where groups can be made, and what its groups can do."""
+
+    kind: CgroupKind
+    base: str
+    kills: bool       # cgroup.kill: the whole group in one write
+    bounds_pids: bool  # pids.max: a bound on the run's tasks that holds even for root
+
+
+def _probe(kind: CgroupKind) -> _Candidate | None:
+    """Make and remove one group in that hierarchy, to see what a run's group offers."""
+    base = _parent_dir(kind)
+    if base is None:
+        return None
+    probe = os.path.join(base, f"{_PREFIX}{os.getpid()}-probe")
+    try:
+        os.mkdir(probe)
+    except FileExistsError:
+        pass
+    except OSError:
+        return None
+    found = _Candidate(kind, base, os.path.exists(os.path.join(probe, "cgroup.kill")),
+                       os.path.exists(os.path.join(probe, "pids.max")))
+    try:
+        os.rmdir(probe)
+    except OSError:
+        pass
+    if kind is CgroupKind.V2 and not found.kills:
+        return None  # an old unified hierarchy: the v1 pids one, or none
+    return found
+
+
 @lru_cache(maxsize=1)
 def hierarchy() -> tuple[CgroupKind, str] | None:
-    """Where this process makes run groups (tried once: a group made and removed)."""
-    for kind in (CgroupKind.V2, CgroupKind.V1_PIDS):
-        base = _parent_dir(kind)
-        if base is None:
-            continue
-        probe = os.path.join(base, f"{_PREFIX}{os.getpid()}-probe")
-        try:
-            os.mkdir(probe)
-        except FileExistsError:
-            pass
-        except OSError:
-            continue
-        ok = kind is not CgroupKind.V2 or os.path.exists(os.path.join(probe, "cgroup.kill"))
-        try:
-            os.rmdir(probe)
-        except OSError:
-            pass
-        if ok:
-            return kind, base
-    return None
+    """Where this process makes run groups (tried once): the one whose groups bound their
+    tasks (``pids.max``: RLIMIT_NPROC does not hold for root), the unified one on a tie."""
+    found = [c for c in (_probe(CgroupKind.V2), _probe(CgroupKind.V1_PIDS)) if c is not None]
+    if not found:
+        return None
+    best = max(found, key=lambda c: (c.bounds_pids, c.kind is CgroupKind.V2))
+    return best.kind, best.base
 
 
-def create() -> RunCgroup | None:
-    """A new, empty group for one run, or None where none can be made (see the module)."""
+def create(max_tasks: int | None = None) -> RunCgroup | None:
+    """A new, empty group for one run (at most ``max_tasks`` tasks where the hierarchy bounds
+    them), or None where none can be made (see the module)."""
     where = hierarchy()
     if where is None:
         return None
@@ -161,7 +183,14 @@ def create() -> RunCgroup | None:
         os.mkdir(path)
     except OSError:
         return None
-    return RunCgroup(path, kind)
+    group = RunCgroup(path, kind)
+    if max_tasks is not None:
+        try:
+            with open(os.path.join(path, "pids.max"), "w") as f:
+                f.write(str(int(max_tasks)))
+        except OSError:
+            pass  # no pids controller here: RLIMIT_NPROC alone
+    return group
 
 
 def _remove_stale(base: str, kind: CgroupKind) -> None:

@@ -206,7 +206,8 @@ class JitWorker:
         argv = worker_command(self._python, args, unbuffered=env.get("PYTHONUNBUFFERED", "") != "")
         if spec is not None:
             try:
-                return start_sandboxed(sandbox_for_worker(spec, self._python, child), argv, [fd], env)
+                inside = sandbox_for_worker(spec, self._python, child, self._env)
+                return start_sandboxed(inside, argv, [fd], env)
             except OSError as e:
                 raise JitWorkerDied(f"the JIT worker cannot start in the sandbox: {e}") from e
         return subprocess.Popen(argv, pass_fds=[fd], stdin=subprocess.DEVNULL,

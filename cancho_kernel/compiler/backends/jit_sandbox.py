@@ -67,12 +67,15 @@ def verified_child() -> ChildPin | None:
     return ChildPin(str(got.path), got.sha256) if got is not None else None
 
 
-def sandboxed(spec: SandboxSpec, python: str, child: ChildPin | None) -> SandboxSpec:
+def sandboxed(spec: SandboxSpec, python: str, child: ChildPin | None,
+              env: dict[str, str] | None = None) -> SandboxSpec:
     """``spec`` for the worker: Python's prefixes, this package, the interpreter and the C
     child added read-only (bound after the writable directories, so they stay read-only even
-    inside the notebook's directory)."""
+    inside the notebook's directory); ``env``: variables the worker's caller asked for (the
+    sandbox clears the rest but for a short list)."""
     extra = [package_root(), python] + ([child.path] if child is not None else [])
-    return replace(spec, readable=(*spec.readable, *extra), python=True)
+    return replace(spec, readable=(*spec.readable, *extra), python=True,
+                   env=(*spec.env, *sorted((env or {}).items())))
 
 
 class _Starter:

@@ -225,8 +225,9 @@ class LimitCaps:
 
 
 # The limits a kernel run gets unless a cell or %limits says otherwise (README, %help).
+# No file-size limit outside safe mode (as before); safe mode's runs get SAFE_CAPS.fsize.
 DEFAULT_RUN_LIMITS = RunLimits(timeout=30.0, max_output=1 << 20, memory=4 << 30, cpu_seconds=600,
-                               processes=256, fsize=1 << 30)
+                               processes=256)
 # Safe mode's caps: the defaults may be lowered, never raised beyond these (README, %help).
 SAFE_CAPS = LimitCaps(timeout=600.0, max_output=16 << 20, memory=4 << 30, cpu_seconds=600,
                       processes=256, fsize=1 << 30)
@@ -796,7 +797,8 @@ def _start_sandboxed(path: str, argv: list[str], stdio: ChildStdio, limits: RunL
     if launcher is None:
         raise OSError(errno.ENOSYS, "a sandboxed run needs the launcher, which needs a C "
                       "compiler (cc)")
-    group = cgroups.create()
+    # The group's task bound: the program's processes plus bwrap (2), the launcher and a shell.
+    group = cgroups.create(None if limits.processes is None else limits.processes + _SANDBOX_TASKS)
     spec = replace(limits.sandbox, readable=(*limits.sandbox.readable, launcher,
                                              os.path.dirname(os.path.abspath(path))),
                    cgroup_procs=group.procs if group is not None else None)
@@ -821,6 +823,9 @@ def _start_sandboxed(path: str, argv: list[str], stdio: ChildStdio, limits: RunL
         if launch is not None:
             launch.close()
     return _Started(pid, True, report_r, group, True, path if remove_after_start else None)
+
+
+_SANDBOX_TASKS = 4
 
 
 def _report_pipe() -> tuple[int, int]:

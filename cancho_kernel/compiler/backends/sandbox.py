@@ -15,13 +15,14 @@ What one sandbox is (docs/teaching.md, "What the sandbox isolates, and what it d
   process ends, every process in the sandbox is killed by the kernel, ``setsid`` or not;
 * ``--new-session`` (no terminal injection), ``--cap-drop ALL``;
 * a mount view where the system (``/usr``, ``/lib*``, ``/bin``, ``/sbin``, ``/etc``) is read-only,
-  ``/tmp`` a fresh tmpfs, ``/proc`` the sandbox's own, ``/dev`` minimal, and only the spec's
-  writable directories writable; every dot-entry of a writable directory (``.cache``,
+  ``/tmp`` a fresh tmpfs of at most :data:`TMP_BYTES`, ``/proc`` the sandbox's own, ``/dev``
+  minimal, and only the spec's writable directories writable; every dot-entry of a writable directory (``.cache``,
   ``.local``, ``.jupyter``, …, and :data:`HIDDEN_NAMES` even when missing) hidden by a tmpfs (a
   directory) or bound read-only (a file), so nothing written there runs later outside;
 * a seccomp filter (:func:`seccomp_filter`) denying with EPERM what a student needs only to
   escape or to spy: raw, packet and netlink sockets, new namespaces, mounts, tracing, BPF, keys,
   modules, ``kexec``, ``reboot``, …;
+* a cleared environment but for :data:`KEEP_ENV`, and :data:`MASKED_SYSTEM` hidden;
 * ``RLIMIT_FSIZE`` when the spec asks (util-linux ``prlimit`` inside, before the program).
 """
 
@@ -45,7 +46,22 @@ SYSTEM_DIRS: tuple[str, ...] = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib
 # A new dot-entry of another name can still be created (docs/teaching.md).
 HIDDEN_NAMES: tuple[str, ...] = (".cache", ".local", ".config", ".jupyter", ".ipython",
                                  ".matplotlib", ".ssh")
+# System files no program needs and a student must not read (password hashes, host keys,
+# the hub's configuration with its secrets): hidden where they exist.
+MASKED_SYSTEM: tuple[str, ...] = (
+    "/etc/shadow", "/etc/shadow-", "/etc/gshadow", "/etc/gshadow-", "/etc/sudoers",
+    "/etc/sudoers.d", "/etc/ssh", "/etc/ssl/private", "/etc/jupyterhub", "/etc/jupyter",
+    "/etc/ipython", "/usr/local/etc/jupyter", "/usr/local/etc/jupyterhub", "/usr/etc/jupyter")
+# The only variables a sandboxed program inherits (the rest of a kernel's environment carries
+# the hub's API token, the server's paths and session names): ``--clearenv`` first.
+KEEP_ENV: tuple[str, ...] = ("PATH", "HOME", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE",
+                             "LC_NUMERIC", "LC_MESSAGES", "LC_COLLATE", "LC_TIME", "TZ", "TERM",
+                             "USER", "LOGNAME", "SHELL")
 _PROBE_TIMEOUT = 10.0
+# The fresh /tmp and the tmpfs over each hidden dot-directory are memory: bounded (``--size``),
+# so neither can fill the machine's memory.
+TMP_BYTES = 256 << 20
+HIDDEN_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -56,7 +72,8 @@ class SandboxSpec:
     ``fsize_bytes``: RLIMIT_FSIZE of the program (SIGXFSZ past it); ``share_net``: keep the
     host's network (never in safe mode); ``python``: also bind this Python's prefixes and
     import path read-only (a Python program inside, such as the JIT worker); ``env``: extra
-    variables set inside (``--setenv``); ``cgroup_procs``: a ``cgroup.procs`` file the
+    variables set inside (``--setenv``), after the environment is cleared but for the
+    ``keep_env`` names (:data:`KEEP_ENV`); ``cgroup_procs``: a ``cgroup.procs`` file the
     sandbox joins before bwrap starts (cgroups.py), so every process of the run is in it."""
 
     writable: tuple[str, ...]
@@ -66,6 +83,7 @@ class SandboxSpec:
     share_net: bool = False
     python: bool = False
     env: tuple[tuple[str, str], ...] = ()
+    keep_env: tuple[str, ...] = KEEP_ENV
     cgroup_procs: str | None = None
 
 
@@ -79,7 +97,8 @@ class SandboxProbe:
 
 @dataclass
 class SandboxLaunch:
-    """A sandbox's full command line (``bwrap … -- argv``) and the descriptors it names, which
+    """A sandbox's full command line (``bwrap … -- argv``, after a shell joining the run's cgroup
+    when the spec names one) and the descriptors it names, which
     the caller must pass to the child (``subprocess.Popen(pass_fds=…)``, or a ``posix_spawn``
     dup2 of each onto itself) and :meth:`close` once it is started."""
 
@@ -145,12 +164,15 @@ def command(spec: SandboxSpec, argv: list[str]) -> SandboxLaunch:
     if bwrap is None:
         raise OSError(errno.ENOENT, "bubblewrap (bwrap) is not installed")
     fd = _filter_fd()
-    args = _join_cgroup(spec.cgroup_procs) + [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
-            "--cap-drop", "ALL"]
+    args = _join_cgroup(spec.cgroup_procs)
+    args += [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
+             "--cap-drop", "ALL"]
     if spec.share_net:
         args.append("--share-net")
     args += _mount_args(spec)
-    for name, value in spec.env:
+    args.append("--clearenv")
+    kept = [(n, os.environ[n]) for n in spec.keep_env if n in os.environ]
+    for name, value in (*kept, *spec.env):
         args += ["--setenv", name, value]
     cwd = spec.cwd or (spec.writable[0] if spec.writable else "/")
     args += ["--chdir", cwd, "--seccomp", str(fd), "--"]
@@ -162,10 +184,11 @@ def command(spec: SandboxSpec, argv: list[str]) -> SandboxLaunch:
 
 def _join_cgroup(procs: str | None) -> list[str]:
     """A shell that moves itself into the run's cgroup, then becomes bwrap (no fork: nothing of
-    the run starts outside the group)."""
+    the run starts outside the group). If it cannot join, the run still starts: its PID
+    namespace holds it together without the group."""
     if procs is None:
         return []
-    return ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', procs]
+    return ["/bin/sh", "-c", '{ echo $$ > "$0"; } 2>/dev/null; exec "$@"', procs]
 
 
 def _mount_args(spec: SandboxSpec) -> list[str]:
@@ -178,22 +201,40 @@ def _mount_args(spec: SandboxSpec) -> list[str]:
             args += ["--symlink", os.readlink(d), d]
         elif os.path.isdir(d):
             args += ["--ro-bind", d, d]
-    args += ["--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
-    for w in spec.writable:
-        real = os.path.realpath(w)
+    for path in MASKED_SYSTEM:
+        if os.path.isdir(path) and not os.path.islink(path):
+            args += ["--size", str(4096), "--tmpfs", path, "--remount-ro", path]
+        elif os.path.lexists(path):
+            args += ["--ro-bind", "/dev/null", path]
+    args += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
+    writable = tuple(os.path.realpath(w) for w in spec.writable)
+    for real in writable:
         args += ["--bind", real, real]
-        args += _hide_args(real)
+    for real in writable:
+        args += _hide_args(real, writable)
     readable = list(spec.readable) + (_python_paths() if spec.python else [])
     for r in readable:
         real = os.path.realpath(r)
-        if os.path.exists(real):
+        if os.path.exists(real) and not any(_visible_in(real, w) for w in writable):
             args += ["--ro-bind", real, real]
     return args
 
 
-def _hide_args(directory: str) -> list[str]:
+def _visible_in(path: str, root: str) -> bool:
+    """Whether ``path`` is already in view beneath the writable ``root`` (not under a hidden
+    dot-entry): binding it read-only would make the notebook's own files read-only."""
+    if not _beneath(path, root):
+        return False
+    rel = os.path.relpath(path, root)
+    return not any(part.startswith(".") for part in rel.split(os.sep) if part != ".")
+
+
+def _hide_args(directory: str, writable: tuple[str, ...]) -> list[str]:
     """Hide every dot-entry of ``directory`` (a tmpfs over a directory, a file bound read-only
-    onto itself), and the :data:`HIDDEN_NAMES` even where missing."""
+    onto itself), and the :data:`HIDDEN_NAMES` even where missing. A dot-entry that is a
+    symbolic link is never followed out (a run may have planted ``.x -> another home``): when
+    it points into a writable directory its target is hidden instead, else it is left dangling
+    (nothing outside the mount view is bound)."""
     args: list[str] = []
     try:
         names = {n for n in os.listdir(directory) if n.startswith(".")}
@@ -201,13 +242,20 @@ def _hide_args(directory: str) -> list[str]:
         names = set()
     for name in sorted(names | set(HIDDEN_NAMES)):
         path = os.path.join(directory, name)
-        if os.path.islink(path):  # bound read-only where it points, if that exists
-            args += ["--ro-bind-try", path, path]
-        elif os.path.exists(path) and not os.path.isdir(path):
+        if os.path.islink(path):
+            target = os.path.realpath(path)
+            if not any(_beneath(target, w) for w in writable) or not os.path.exists(target):
+                continue
+            path = target
+        if os.path.exists(path) and not os.path.isdir(path):
             args += ["--ro-bind", path, path]
         else:
-            args += ["--tmpfs", path]
+            args += ["--size", str(HIDDEN_BYTES), "--tmpfs", path]
     return args
+
+
+def _beneath(path: str, root: str) -> bool:
+    return path == root or path.startswith(root.rstrip("/") + "/")
 
 
 def _python_paths() -> list[str]:
@@ -232,9 +280,16 @@ DENIED_SYSCALLS: tuple[str, ...] = (
     "keyctl", "add_key", "request_key", "kexec_load", "kexec_file_load",
     "init_module", "finit_module", "delete_module", "swapon", "swapoff", "reboot",
     "userfaultfd", "open_by_handle_at", "name_to_handle_at", "ioperm", "iopl", "acct",
-    "quotactl", "lookup_dcookie", "vhangup", "personality",
+    "quotactl", "lookup_dcookie", "vhangup", "personality", "syslog", "uselib",
+    # io_uring runs socket, open and other operations without their system calls, so past the
+    # filter's argument checks.
+    "io_uring_setup", "io_uring_enter", "io_uring_register",
+    "pidfd_getfd", "kcmp", "settimeofday", "clock_settime", "fanotify_init",
 )
-_AF_NETLINK, _AF_PACKET = 16, 17
+# Socket families allowed: AF_UNIX (1), AF_INET (2), AF_INET6 (10). Every other (netlink,
+# packet, vsock to a hypervisor's host, AF_ALG, …) is refused.
+_AF_ALLOWED = (1, 2, 10)
+_AF_LAST_CHECKED = 10
 _SOCK_RAW, _SOCK_PACKET, _SOCK_TYPE_MASK = 3, 10, 0xF
 # clone(2) flags that create a namespace.
 _CLONE_NS_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0x20000000,
@@ -243,13 +298,14 @@ _CLONE_NS_FLAGS = (0x00020000, 0x02000000, 0x04000000, 0x08000000, 0x10000000, 0
 
 def seccomp_filter(extra_arches: tuple[int, ...] = ()):
     """The sandbox's filter (a ``pyseccomp.SyscallFilter``, allow by default, every rule
-    EPERM): see :data:`DENIED_SYSCALLS`, plus sockets of the netlink or packet family or of a
-    raw or packet type, ``clone`` with a namespace flag, and ``clone3`` (ENOSYS: its flags are
+    EPERM): see :data:`DENIED_SYSCALLS`, plus sockets of a family other than Unix, IPv4 and
+    IPv6 (netlink, packet, vsock, …) or of a raw or packet type, ``clone`` with a namespace flag, and ``clone3`` (ENOSYS: its flags are
     behind a pointer a filter cannot read, and libc falls back to ``clone``). A system call of
     another architecture than the filter's (``extra_arches``: for a test) kills the process."""
     import pyseccomp as sc
 
     f = sc.SyscallFilter(defaction=sc.ALLOW)
+    f.set_attr(sc.Attr.ACT_BADARCH, sc.KILL_PROCESS)  # 32-bit calls on x86-64: no way around
     for arch in extra_arches:
         if not f.exist_arch(arch):
             f.add_arch(arch)
@@ -259,10 +315,13 @@ def seccomp_filter(extra_arches: tuple[int, ...] = ()):
             f.add_rule(deny, name)
         except (ValueError, OSError, RuntimeError):
             continue  # not a system call of this architecture
-    for family in (_AF_NETLINK, _AF_PACKET):
-        f.add_rule(deny, "socket", sc.Arg(0, sc.EQ, family))
-    for kind in (_SOCK_RAW, _SOCK_PACKET):
-        f.add_rule(deny, "socket", sc.Arg(1, sc.MASKED_EQ, _SOCK_TYPE_MASK, kind))
+    for call in ("socket", "socketpair"):
+        f.add_rule(deny, call, sc.Arg(0, sc.GT, _AF_LAST_CHECKED))
+        for family in range(_AF_LAST_CHECKED):
+            if family not in _AF_ALLOWED:
+                f.add_rule(deny, call, sc.Arg(0, sc.EQ, family))
+        for kind in (_SOCK_RAW, _SOCK_PACKET):
+            f.add_rule(deny, call, sc.Arg(1, sc.MASKED_EQ, _SOCK_TYPE_MASK, kind))
     for flag in _CLONE_NS_FLAGS:
         f.add_rule(deny, "clone", sc.Arg(_clone_flags_arg(), sc.MASKED_EQ, flag, flag))
     try:
