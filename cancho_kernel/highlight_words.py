@@ -1,8 +1,10 @@
 """The one word catalogue behind cancho highlighting, derived from the compiler's own catalogues.
 
 Both highlighters read it: the Pygments lexer (``pygments_lexer.py``, used by nbconvert) imports
-it directly, and the JupyterLab extension imports ``labextension/src/words.json``, which
-``python -m cancho_kernel.highlight_words --write`` generates from it. Deriving the words from
+it directly, and the JupyterLab extension loads ``labextension/prebuilt/static/words.json`` when the
+language is first used (it is data beside the bundle, not part of it), which
+``python -m cancho_kernel.highlight_words --write`` generates from it: no node build is needed
+for a new word. Deriving the words from
 the lexer's ``KEYWORDS`` and the checker's prelude tables means a new keyword, builtin or prelude
 type reaches both highlighters without a second list to keep in step.
 """
@@ -45,8 +47,8 @@ _CONTEXTUAL = frozenset({"edition", "static"})
 _ALLOC_FORMS = frozenset({"alloc", "alloc_slice"})
 
 # Where the generated copy for the JupyterLab extension lives, and how to regenerate it.
-WORDS_JSON = Path(__file__).resolve().parent.parent / "labextension" / "src" / "words.json"
-REGENERATE = "sh labextension/build.sh"
+WORDS_JSON = Path(__file__).resolve().parent.parent / "labextension" / "prebuilt" / "static" / "words.json"
+REGENERATE = "python -m cancho_kernel.highlight_words --write"
 
 
 @dataclass(frozen=True)
@@ -95,15 +97,15 @@ def catalogue_json() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Write or check ``labextension/src/words.json``."""
+    """Write or check ``labextension/prebuilt/static/words.json``."""
     ap = argparse.ArgumentParser(prog="python -m cancho_kernel.highlight_words", description=__doc__)
-    ap.add_argument("--write", action="store_true", help="write labextension/src/words.json")
+    ap.add_argument("--write", action="store_true", help="write labextension/prebuilt/static/words.json")
     ap.add_argument("--check", action="store_true", help="exit 1 if words.json is stale")
     args = ap.parse_args(argv)
     text = catalogue_json()
     if args.write:
         WORDS_JSON.write_text(text, encoding="utf-8")
-        print(f"wrote {WORDS_JSON}; rebuild the bundle with: {REGENERATE}")
+        print(f"wrote {WORDS_JSON} (reinstall the package to ship it: pip install .)")
         return 0
     if args.check:
         current = WORDS_JSON.read_text(encoding="utf-8") if WORDS_JSON.exists() else ""

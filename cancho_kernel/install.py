@@ -1,9 +1,9 @@
 """Install the `cancho` kernelspec: ``python -m cancho_kernel.install [--user|--sys-prefix|--prefix P]``.
 
-A plain ``pip install`` already registers it (the wheel ships ``kernelspec/`` as data under
+A plain ``pip install`` already registers it (the wheel ships ``cancho_kernel/kernelspec/`` as data under
 ``share/jupyter/kernels/cancho``); this command is for editable installs, other prefixes and
 repairs. The spec's ``argv[0]`` is ``python``, which jupyter_client replaces with the interpreter
-that runs it (kernel.md §3.10) — so the kernel runs in whichever environment Jupyter runs in.
+that runs it (as Jupyter's kernelspec documentation says) — so the kernel runs in whichever environment Jupyter runs in.
 ``PYTHONSAFEPATH=1`` in its environment keeps the notebook's directory off ``sys.path``.
 """
 
@@ -17,25 +17,28 @@ import tempfile
 from pathlib import Path
 
 KERNEL_NAME = "cancho"
+# The one kernelspec: ``cancho_kernel/kernelspec/`` (kernel.json and the logos), package data that
+# the wheel also installs as ``share/jupyter/kernels/cancho`` (pyproject.toml's shared-data).
+# Its ``env`` holds ``PYTHONSAFEPATH=1``: Python >= 3.11 then puts no unsafe path (the notebook's
+# directory, for ``-m``) on sys.path, so a ``cancho_kernel.py`` written beside a notebook is not
+# what starts. Python 3.10 ignores it (README: a shared server needs 3.11).
+SPEC_DIR = Path(__file__).resolve().parent / "kernelspec"
+KERNEL_JSON: dict = json.loads((SPEC_DIR / "kernel.json").read_text(encoding="utf-8"))
 
-KERNEL_JSON = {
-    "argv": ["python", "-m", "cancho_kernel", "-f", "{connection_file}"],
-    "display_name": "cancho",
-    "language": "cancho",
-    "interrupt_mode": "signal",
-    "metadata": {"debugger": False},
-    # Python >= 3.11 puts no unsafe path (the notebook's directory, for `-m`) on sys.path: a
-    # `cancho_kernel.py` written beside a notebook is not what starts (nor the JIT worker, which
-    # inherits the environment). Python 3.10 ignores it (README: a shared server needs 3.11).
-    "env": {"PYTHONSAFEPATH": "1"},
-}
+
+def safe_spec(python: str = sys.executable) -> dict:
+    """The spec a shared server uses (deploy/jupyterhub, docs/teaching.md): the same kernel in safe
+    mode, its Python isolated (``-I``: no user site-packages, no working directory on the path)."""
+    spec = json.loads(json.dumps(KERNEL_JSON))
+    spec["argv"] = [python, "-I", *spec["argv"][1:], "--CanchoKernel.safe_mode=True"]
+    spec["env"] = {**spec["env"], "CANCHO_SAFE": "1"}
+    return spec
 
 
 def spec_dir() -> Path | None:
-    """Where the spec's files (kernel.json, logos) are: beside the package in a source tree or an
-    editable install, else where the wheel put them (``<prefix>/share/jupyter/kernels/cancho``)."""
-    here = Path(__file__).resolve().parent
-    for candidate in (here.parent / "kernelspec", Path(sys.prefix) / "share/jupyter/kernels" / KERNEL_NAME):
+    """Where the spec's files (kernel.json, logos) are: in the package, else where the wheel put
+    them (``<prefix>/share/jupyter/kernels/cancho``)."""
+    for candidate in (SPEC_DIR, Path(sys.prefix) / "share/jupyter/kernels" / KERNEL_NAME):
         if (candidate / "kernel.json").is_file():
             return candidate
     return None
@@ -47,12 +50,7 @@ def install(user: bool = False, prefix: str | None = None) -> str:
 
     with tempfile.TemporaryDirectory() as tmp:
         dest = Path(tmp) / KERNEL_NAME
-        src = spec_dir()
-        if src is not None:
-            shutil.copytree(src, dest)
-        else:
-            dest.mkdir()
-        (dest / "kernel.json").write_text(json.dumps(KERNEL_JSON, indent=2) + "\n", encoding="utf-8")
+        shutil.copytree(SPEC_DIR, dest)
         return KernelSpecManager().install_kernel_spec(str(dest), KERNEL_NAME, user=user, prefix=prefix)
 
 

@@ -186,3 +186,79 @@ fn main(world: World) -> [] int {
     first = result.diagnostics[0]
     assert first.rule == Rule.UNSUPPORTED_ON_TARGET and "`tcp_listen` is not supported by cancho-kernel" in first.message
     assert (first.span.line, first.span.column) == (12, 15)
+
+
+# -- every compile-time evaluation agrees with its builtin's signature -----------------------------
+
+from itertools import product  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from cancho_kernel.compiler.check.consteval import Trap  # noqa: E402
+from cancho_kernel.compiler.check.types import BOOL, BYTE, F32, FLOAT, INT  # noqa: E402
+from cancho_kernel.compiler.diagnostics import Refusal  # noqa: E402
+from cancho_kernel.compiler.source import Span  # noqa: E402
+
+_INF, _NAN = float("inf"), float("nan")
+# Values a static may hand an evaluation, per parameter type, edges included.
+_SAMPLES = {
+    INT: (0, 1, -1, 7, 255, 256, 2**31, 2**63 - 1, -(2**63)),
+    BYTE: (0, 1, 127, 128, 255),
+    BOOL: (False, True),
+    FLOAT: (0.0, -0.0, 1.5, -2.5, 1e300, -1e-310, _INF, -_INF, _NAN),
+    F32: (0.0, -0.0, 1.5, -2.5, 3.4028234663852886e38, _INF, _NAN),
+}
+
+
+def _in_type(value, ty) -> bool:
+    """Whether `value` is a value of the scalar type `ty` as the evaluator represents it."""
+    import struct
+    if ty is BOOL:
+        return isinstance(value, bool)
+    if ty is INT:
+        return type(value) is int and -(2**63) <= value < 2**63
+    if ty is BYTE:
+        return type(value) is int and 0 <= value <= 255
+    if ty is FLOAT:
+        return type(value) is float
+    if ty is F32:  # held as the double it widens to exactly
+        return type(value) is float and (value != value or struct.unpack("<f", struct.pack("<f", value))[0] == value)
+    raise AssertionError(ty)
+
+
+def _scalar_evaluations() -> list[tuple[str, object]]:
+    out = []
+    for name in sorted(EVALUATIONS):
+        sig = builtin_signature(name, 8)
+        if sig is not None and all(t in _SAMPLES for _, t in sig.params) and sig.ret in _SAMPLES:
+            out.append((name, sig))
+    return out
+
+
+def test_scalar_evaluations_are_found():
+    names = {n for n, _ in _scalar_evaluations()}
+    assert {"wrapping_add", "byte_of", "int_of", "truncate", "sqrt32", "popcount", "is_nan"} <= names
+
+
+@pytest.mark.parametrize("name,sig", _scalar_evaluations(), ids=[n for n, _ in _scalar_evaluations()])
+def test_each_evaluation_answers_in_its_signatures_return_type(name, sig):
+    """An evaluation registered under the wrong builtin, or returning the wrong kind of value
+    (an int where the signature says bool, a byte out of range, a double that is no f32), would
+    make a static disagree with the program at run time; every input of the parameter types either
+    yields a value of the return type, traps (`constant-traps`/static-item at the static), or is
+    refused because the builtin needs the system (sockets)."""
+    evaluation = EVALUATIONS.get(name)
+    span = Span(SourceFile("<t>", "x"), 0, 1)
+    call = SimpleNamespace(span=span, callee=SimpleNamespace(name=name, span=span))
+    results = 0
+    for args in product(*(_SAMPLES[t] for _, t in sig.params)):
+        try:
+            value = evaluation(list(args), call)
+        except Trap:
+            continue
+        except Refusal as r:
+            assert r.diagnostic.rule == Rule.STATIC_ITEM, (name, args, r)
+            continue
+        results += 1
+        assert _in_type(value, sig.ret), f"{name}{args} = {value!r}, not a {sig.ret}"
+    if name not in ("accept", "listen", "trap"):  # refused at compile time, or trapping by design
+        assert results, f"{name} answered no input of its parameter types"

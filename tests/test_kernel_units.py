@@ -173,12 +173,22 @@ def test_pygments_lexer_is_registered_and_highlights():
 
 
 def test_kernelspec_files():
-    spec = json.loads((ROOT / "kernelspec" / "kernel.json").read_text())
+    spec = json.loads((ROOT / "cancho_kernel" / "kernelspec" / "kernel.json").read_text())
     assert spec["argv"][:3] == ["python", "-m", "cancho_kernel"] and "{connection_file}" in spec["argv"]
     assert spec["interrupt_mode"] == "signal" and spec["language"] == "cancho"
     for name in ("logo-32x32.png", "logo-64x64.png", "logo-svg.svg"):
-        assert (ROOT / "kernelspec" / name).stat().st_size > 0
-    assert (ROOT / "kernelspec" / "logo-64x64.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert (ROOT / "cancho_kernel" / "kernelspec" / name).stat().st_size > 0
+    assert (ROOT / "cancho_kernel" / "kernelspec" / "logo-64x64.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_one_kernelspec_and_its_safe_variant():
+    """The spec exists once (package data); the installer and the hub's safe spec derive from it."""
+    from cancho_kernel import install
+    assert install.KERNEL_JSON == json.loads((install.SPEC_DIR / "kernel.json").read_text())
+    safe = install.safe_spec("/py")
+    assert safe["argv"][:4] == ["/py", "-I", "-m", "cancho_kernel"] and safe["argv"][-1] == "--CanchoKernel.safe_mode=True"
+    assert safe["env"] == {"PYTHONSAFEPATH": "1", "CANCHO_SAFE": "1"}
+    assert install.KERNEL_JSON["argv"][1] == "-m"  # the plain spec is not changed by deriving the safe one
 
 
 def test_program_arguments_that_start_with_a_dash_go_after_a_double_dash():

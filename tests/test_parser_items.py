@@ -72,7 +72,22 @@ def test_missing_semicolon_position():
     d = refuse("fn f() -> [] int {\n    let x = 1\n    return x;\n}")
     assert d.rule == "type-mismatch"
     assert d.message == "expected `;`, found `return`"
-    assert (d.span.line, d.span.column) == (3, 5)
+    # The caret is where the `;` belongs: the end of the line's last token, not the next line.
+    assert (d.span.line, d.span.column) == (2, 13)
+    assert "syntax error" in d.explanation and "`;`" in d.explanation
+    assert "after an integer literal `1`" in d.explanation
+    assert d.explanation != "The types disagree."
+
+
+def test_missing_semicolon_on_the_same_line_points_at_what_was_found():
+    d = refuse("fn f() -> [] int {\n    let x = 1 return x;\n}")
+    assert (d.span.line, d.span.column) == (2, 15)
+    assert "syntax error" in d.explanation and "here, and `return`" in d.explanation
+
+
+def test_syntax_refusals_explain_syntax_not_types():
+    d = refuse("fn f() -> int { return 0; }")
+    assert d.explanation.startswith("This is a syntax error: the grammar needs `[` here")
 
 
 def test_extern_fn():

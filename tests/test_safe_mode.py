@@ -110,6 +110,20 @@ def test_paths_outside_the_notebook_directory_are_refused(safe_kernel, head):
     assert not Path("/tmp/cancho-safe-escape.cho").exists()
 
 
+@pytest.mark.parametrize("head", [
+    "%%file .local/lib/python3.11/site-packages/evil.pth",
+    "%%file .jupyter/jupyter_server_config.py", "%%file sub/../.ipython/startup.py",
+    "%%file .bashrc", "%%run --stdout file:.cache/cancho-kernel/measure-0123",
+])
+def test_the_kernel_writes_nothing_hidden_that_runs_later(safe_kernel, notebook_dir, head):
+    """Issue 22: the kernel itself writes unconfined, so on a hub (the notebook's directory is
+    `$HOME`) `%%file` could plant a `.pth` the next Python start runs, or the exe launcher."""
+    text = refused(run(safe_kernel, head + "\nimport os\n" if "%%file" in head else head + "\n" + HELLO))
+    assert "hidden" in text
+    assert not any(p.name in ("evil.pth", "jupyter_server_config.py", "startup.py", ".bashrc",
+                              "measure-0123") for p in notebook_dir.rglob("*"))
+
+
 def test_an_abbreviated_option_cannot_slip_past(safe_kernel):
     cell = run(safe_kernel, "%%run --stdin-f /proc/self/environ\n" + HELLO)
     assert cell.status == "error" and cell.error["ename"] == "directive-error"

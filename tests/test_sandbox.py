@@ -480,11 +480,22 @@ def test_the_private_tmp_is_bounded(tmp_path):
     assert int(r.stdout.split()[-1]) <= sandbox.TMP_BYTES
 
 
-def test_a_foreign_architecture_call_kills_the_process():
+def test_a_foreign_architecture_call_kills_the_process(tmp_path):
+    """On x86-64 the 32-bit entry (`int $0x80`) has other numbers: a filter written for the
+    native ones would let `unshare` through there. It kills the process instead (SIGSYS)."""
     import pyseccomp as sc
 
-    f = sandbox.seccomp_filter()
-    assert f.get_attr(sc.Attr.ACT_BADARCH) == sc.KILL_PROCESS
+    assert sandbox.seccomp_filter().get_attr(sc.Attr.ACT_BADARCH) == sc.KILL_PROCESS
+    if os.uname().machine != "x86_64":
+        return
+    src = tmp_path / "i386.c"
+    src.write_text("int main(void) { long r; __asm__ volatile (\"int $0x80\" : \"=a\"(r) "
+                   ": \"a\"(310L), \"b\"(0x10000000L) : \"memory\"); return r == 0; }\n")
+    subprocess.run(["cc", "-O0", "-o", str(tmp_path / "i386"), str(src)], check=True)
+    outside = subprocess.run([str(tmp_path / "i386")])
+    assert outside.returncode in (0, 1)  # the call ran (unshare(CLONE_NEWUSER) via i386's 310)
+    r = run_inside(sandbox.SandboxSpec(writable=(str(tmp_path),)), [str(tmp_path / "i386")])
+    assert r.returncode == 128 + 31 or r.returncode == -31, (r.returncode, r.stderr)
 
 
 @pytest.mark.usefixtures("cancho_kernelspec")
@@ -570,3 +581,22 @@ def test_the_runs_cgroup_bounds_its_processes_even_for_root(notebook):
     assert result.exit_status is not None, result
     started = int((notebook / "count.txt").read_text())
     assert 5 <= started <= 10 + 4, started  # forks work, up to the bound
+
+
+def test_the_root_directory_is_never_a_writable_place():
+    """A server started in `/` must not make the whole system writable to its programs."""
+    with pytest.raises(OSError, match="holds the system"):
+        sandbox.command(sandbox.SandboxSpec(writable=("/",)), ["/bin/true"])
+
+
+def test_a_python_sandbox_imports_the_package_read_only(tmp_path):
+    """``python=True`` (for a Python process inside, such as the JIT worker): this Python and
+    its import path are there, read-only."""
+    import cancho_kernel
+
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(cancho_kernel.__file__)))
+    spec = sandbox.SandboxSpec(writable=(str(tmp_path),), python=True)
+    r = run_inside(spec, [sys.executable, "-I", "-c",
+                          f"import sys; sys.path.insert(0, {pkg!r}); import cancho_kernel, llvmlite; "
+                          f"open({os.path.join(pkg, 'cancho_kernel', '__init__.py')!r}, 'a')"])
+    assert "Read-only file system" in r.stderr, r.stderr  # imported, then refused the write

@@ -134,7 +134,8 @@ def safe_text(settings: "Settings | None") -> str:
         return ("Safe mode is off (turn it on with CANCHO_SAFE=1 or CanchoKernel.safe_mode = True "
                 "when the kernel starts).")
     return (f"Safe mode is ON: {_sandbox_text(settings)}; paths for %load, %%file, "
-            f"--stdin-file and file:PATH must be inside {settings.root}; {_confined_text(settings)}; "
+            f"--stdin-file and file:PATH must be inside {settings.root} (%%file and file:PATH "
+            f"not in a hidden dot-directory); {_confined_text(settings)}; "
             f"limits may be lowered, not "
             f"raised beyond timeout {c.timeout:g} s, memory {_mib(c.memory)}, CPU {c.cpu_seconds} s, "
             f"{c.processes} processes, output {_mib(c.max_output)}, files of {_mib(c.fsize)}.")

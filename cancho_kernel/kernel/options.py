@@ -234,7 +234,10 @@ def safe_screen(name: str, args: str, settings: Settings) -> None:
         checked_path(path, settings, "--stdin-file")
     for target in _option_values(words, "--stdout"):
         if target.startswith("file:"):
-            checked_path(target[len("file:"):], settings, "--stdout file:")
+            _not_hidden(checked_path(target[len("file:"):], settings, "--stdout file:"),
+                        settings, "--stdout file:", target[len("file:"):])
+    if name == "%%file" and len(words) == 1:
+        _not_hidden(checked_path(words[0], settings, "%%file"), settings, "%%file", words[0])
     parsers = {"--timeout": lambda t: parse_seconds(t), "--memory": lambda t: parse_size(t, MEMORY),
                "--max-output": lambda t: parse_size(t, MAX_OUTPUT), "--cpu": lambda t: parse_count(t, CPU),
                "--processes": lambda t: parse_count(t, PROCESSES)}
@@ -248,6 +251,16 @@ def safe_screen(name: str, args: str, settings: Settings) -> None:
                 raise DirectiveError(f"{flag} {shown} is refused in safe mode: at most {caps[flag]:g}"
                                      + (" s" if flag in ("--timeout", "--cpu") else
                                         "" if flag == "--processes" else " bytes"))
+
+
+def _not_hidden(full: Path, settings: Settings, what: str, text: str) -> None:
+    """The kernel writes unconfined: in safe mode never beneath a dot-entry of the notebook's
+    directory (on a hub, `$HOME`: `.local/…/*.pth`, `.jupyter/…config.py`, the cache's
+    launcher all run later; the sandbox hides them from programs, this from the kernel)."""
+    rel = full.relative_to(settings.root) if full != settings.root else Path()
+    if any(part.startswith(".") for part in rel.parts):
+        raise DirectiveError(f"{what} `{text}` is refused in safe mode: it names a hidden "
+                             "(dot) file or directory, which other programs read or run")
 
 
 def checked_path(text: str, settings: Settings, what: str) -> Path:

@@ -1,9 +1,11 @@
 /**
  * A CodeMirror 6 stream tokenizer for cancho source and cancho notebook cells.
  *
- * The word classes come from words.json, generated from the compiler's catalogues by
- * `python -m cancho_kernel.highlight_words --write`, so this file and the Pygments lexer
- * (cancho_kernel/pygments_lexer.py) agree on what a keyword, type, capability or builtin is.
+ * The word classes are data, not code: `words.json`, generated from the compiler's catalogues by
+ * `python -m cancho_kernel.highlight_words --write` into the prebuilt extension's static folder
+ * and loaded when the language is first used (index.ts), so this tokenizer and the Pygments lexer
+ * (cancho_kernel/pygments_lexer.py) agree on what a keyword, type, capability or builtin is, and
+ * a new builtin needs no rebuild of this bundle.
  *
  * A cell's header (leading blank lines, `# NBVAL` comments and `%`/`%%` directive lines, the
  * same header the kernel strips) is shown one directive token per line; a header naming `%%c`
@@ -21,10 +23,18 @@ import type { StreamParser } from '@codemirror/language';
 import { c as cMode } from '@codemirror/legacy-modes/mode/clike';
 import { tags } from '@lezer/highlight';
 
-import words from './words.json';
+/** The word classes of words.json. */
+export type WordClass =
+  | 'keyword'
+  | 'constant'
+  | 'mode'
+  | 'contextual'
+  | 'type'
+  | 'capability'
+  | 'builtin';
 
-/** The word classes of words.json, keyed by class name. */
-type WordClass = keyof typeof words;
+/** The catalogue as words.json holds it: each class's words. */
+export type Words = Partial<Record<WordClass, string[]>>;
 
 /** The CodeMirror token (tag) name used for each word class. */
 const CLASS_TOKEN: Record<WordClass, string> = {
@@ -37,12 +47,19 @@ const CLASS_TOKEN: Record<WordClass, string> = {
   builtin: 'variableName.standard'
 };
 
-/** Every catalogued word and its class. */
-const WORD_CLASS: Map<string, WordClass> = new Map();
-for (const [cls, list] of Object.entries(words) as [WordClass, string[]][]) {
-  for (const w of list) {
-    WORD_CLASS.set(w, cls);
+/** Every catalogued word and its class (an unknown class in the data is ignored). */
+type WordTable = ReadonlyMap<string, WordClass>;
+
+function wordTable(words: Words): WordTable {
+  const table = new Map<string, WordClass>();
+  for (const [cls, list] of Object.entries(words)) {
+    if (cls in CLASS_TOKEN && Array.isArray(list)) {
+      for (const w of list) {
+        table.set(w, cls as WordClass);
+      }
+    }
   }
+  return table;
 }
 
 /** The token names this tokenizer returns besides the word classes. */
@@ -114,7 +131,7 @@ function copyState(s: CanchoState): CanchoState {
 }
 
 /** One header line (the stream is at the start of a line with something on it). */
-function headerLine(stream: StringStream, state: CanchoState): string | null {
+function headerLine(stream: StringStream, state: CanchoState, table: WordTable): string | null {
   const text = stream.string.trim();
   if (text === '') {
     stream.skipToEnd();
@@ -136,7 +153,7 @@ function headerLine(stream: StringStream, state: CanchoState): string | null {
     return TOKEN.comment;
   }
   state.header = false;
-  return body(stream, state);
+  return body(stream, state, table);
 }
 
 /** Take a quoted literal's rest; a literal ends at its closing quote or at the line's end. */
@@ -152,7 +169,7 @@ function quoted(stream: StringStream, quote: string): void {
 }
 
 /** One token of the cancho body. */
-function body(stream: StringStream, state: CanchoState): string | null {
+function body(stream: StringStream, state: CanchoState, table: WordTable): string | null {
   if (state.c !== null) {
     return (cMode.token as (s: StringStream, st: unknown) => string | null)(stream, state.c);
   }
@@ -206,7 +223,7 @@ function body(stream: StringStream, state: CanchoState): string | null {
   }
   const m = stream.match(IDENT) as RegExpMatchArray | null;
   if (m) {
-    return word(m[0], stream, state, wasItemStart, next);
+    return word(m[0], stream, state, wasItemStart, next, table);
   }
   if (stream.match('->')) {
     state.afterArrow = true;
@@ -243,7 +260,8 @@ function word(
   stream: StringStream,
   state: CanchoState,
   itemStart: boolean,
-  next: CanchoState['next']
+  next: CanchoState['next'],
+  table: WordTable
 ): string | null {
   // A name right after `region`, `fn`, `struct`/`enum` or `static` is named by its position,
   // whatever the word (the Pygments rules match these pairs first too).
@@ -262,7 +280,7 @@ function word(
   if (state.inRow) {
     return TOKEN.effect;
   }
-  const cls = WORD_CLASS.get(w);
+  const cls = table.get(w);
   if (cls === 'contextual') {
     // `edition N;` and `static NAME: ...` are keywords only where an item starts.
     if (w === 'edition' && itemStart && stream.match(/^\s+[0-9]/, false)) {
@@ -294,31 +312,34 @@ function word(
   return 'variableName';
 }
 
-/** The cancho stream parser. */
-export const canchoParser: StreamParser<CanchoState> = {
-  name: 'cancho',
-  startState,
-  copyState,
-  token(stream: StringStream, state: CanchoState): string | null {
-    if (state.header && stream.sol()) {
-      return headerLine(stream, state);
+/** The cancho stream parser for a word catalogue. */
+export function canchoParser(words: Words): StreamParser<CanchoState> {
+  const table = wordTable(words);
+  return {
+    name: 'cancho',
+    startState,
+    copyState,
+    token(stream: StringStream, state: CanchoState): string | null {
+      if (state.header && stream.sol()) {
+        return headerLine(stream, state, table);
+      }
+      if (state.header) {
+        // The rest of a directive line after its leading whitespace.
+        stream.skipToEnd();
+        return TOKEN.directive;
+      }
+      return body(stream, state, table);
+    },
+    blankLine(state: CanchoState, indentUnit: number): void {
+      if (state.c !== null && cMode.blankLine) {
+        (cMode.blankLine as (s: unknown, u: number) => void)(state.c, indentUnit);
+      }
+    },
+    languageData: {
+      commentTokens: { line: '//' }
     }
-    if (state.header) {
-      // The rest of a directive line after its leading whitespace.
-      stream.skipToEnd();
-      return TOKEN.directive;
-    }
-    return body(stream, state);
-  },
-  blankLine(state: CanchoState, indentUnit: number): void {
-    if (state.c !== null && cMode.blankLine) {
-      (cMode.blankLine as (s: unknown, u: number) => void)(state.c, indentUnit);
-    }
-  },
-  languageData: {
-    commentTokens: { line: '//' }
-  }
-};
+  };
+}
 
 /**
  * Colours for the tags JupyterLab's own highlight style leaves unstyled, in the theme's
@@ -335,10 +356,9 @@ export const canchoHighlightStyle = HighlightStyle.define([
   { tag: tags.character, color: 'var(--jp-mirror-editor-string-color)' }
 ]);
 
-/** The cancho language. */
-export const canchoLanguage = StreamLanguage.define(canchoParser);
-
 /** The language with its extra highlighting, as the editor registry loads it. */
-export function cancho(): LanguageSupport {
-  return new LanguageSupport(canchoLanguage, [syntaxHighlighting(canchoHighlightStyle)]);
+export function cancho(words: Words): LanguageSupport {
+  return new LanguageSupport(StreamLanguage.define(canchoParser(words)), [
+    syntaxHighlighting(canchoHighlightStyle)
+  ]);
 }

@@ -2,6 +2,11 @@
  * The JupyterLab plugin: registers the cancho language with the editor language registry, so
  * notebooks whose kernel reports `codemirror_mode: "cancho"` (or mimetype `text/x-cancho`) and
  * `.cho` files in the editor are highlighted.
+ *
+ * The word catalogue is loaded, not bundled: `static/words.json` beside this bundle (served by
+ * JupyterLab with the extension's other static files) is written by
+ * `python -m cancho_kernel.highlight_words --write`, so a new builtin or keyword reaches the
+ * editor without rebuilding the extension with node.
  */
 
 import {
@@ -9,8 +14,9 @@ import {
   JupyterFrontEndPlugin
 } from '@jupyterlab/application';
 import { IEditorLanguageRegistry } from '@jupyterlab/codemirror';
+import { PageConfig, URLExt } from '@jupyterlab/coreutils';
 
-import { cancho } from './cancho';
+import { cancho, Words } from './cancho';
 
 /** The language registration, exported for tests and for other extensions. */
 export const CANCHO_LANGUAGE = {
@@ -20,6 +26,30 @@ export const CANCHO_LANGUAGE = {
   extensions: ['cho'],
   alias: ['cho']
 } as const;
+
+/** The package name JupyterLab serves this extension's static files under. */
+const PACKAGE = 'cancho-jupyterlab';
+
+/** The word catalogue shipped beside the bundle; without it, highlighting keeps its structure
+ * (strings, comments, numbers, directives, rows, regions) and no word classes. */
+export async function loadWords(): Promise<Words> {
+  const url = URLExt.join(
+    PageConfig.getOption('fullLabextensionsUrl'),
+    PACKAGE,
+    'static',
+    'words.json'
+  );
+  try {
+    const response = await fetch(url, { credentials: 'same-origin' });
+    if (!response.ok) {
+      throw new Error(`${response.status} ${response.statusText}`);
+    }
+    return (await response.json()) as Words;
+  } catch (err) {
+    console.warn(`cancho highlighting: no word catalogue at ${url} (${err})`);
+    return {};
+  }
+}
 
 const plugin: JupyterFrontEndPlugin<void> = {
   id: 'cancho-jupyterlab:language',
@@ -31,7 +61,7 @@ const plugin: JupyterFrontEndPlugin<void> = {
       ...CANCHO_LANGUAGE,
       extensions: [...CANCHO_LANGUAGE.extensions],
       alias: [...CANCHO_LANGUAGE.alias],
-      load: async () => cancho()
+      load: async () => cancho(await loadWords())
     });
     app.docRegistry.addFileType({
       name: 'cancho',

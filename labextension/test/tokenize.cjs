@@ -5,7 +5,15 @@
 // Needs the CommonJS build: npx tsc --module commonjs --outDir lib/cjs (labextension/README.md).
 'use strict';
 const { StringStream } = require('@codemirror/language');
-const { canchoParser } = require('../lib/cjs/cancho.js');
+const path = require('path');
+const fs = require('fs');
+const { canchoParser: makeParser } = require('../lib/cjs/cancho.js');
+
+// The catalogue the bundle loads at run time (prebuilt/static/words.json).
+const words = JSON.parse(
+  fs.readFileSync(path.join(__dirname, '..', 'prebuilt', 'static', 'words.json'), 'utf8')
+);
+const canchoParser = makeParser(words);
 
 const INDENT = 4;
 

@@ -698,7 +698,7 @@ def _spawn(path: str, argv: Sequence[str], stdio: ChildStdio, limits: measure.La
     return os.posix_spawn(exe, args, dict(os.environ), **kwargs)
 
 
-@dataclass
+@dataclass(frozen=True)
 class _Started:
     """What :func:`_start` started: the child to supervise, the launcher's report pipe, the
     run's cgroup, and a file the supervisor removes itself once the run is over."""

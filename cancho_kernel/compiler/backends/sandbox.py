@@ -16,12 +16,14 @@ What one sandbox is (docs/teaching.md, "What the sandbox isolates, and what it d
 * ``--new-session`` (no terminal injection), ``--cap-drop ALL``;
 * a mount view where the system (``/usr``, ``/lib*``, ``/bin``, ``/sbin``, ``/etc``) is read-only,
   ``/tmp`` a fresh tmpfs of at most :data:`TMP_BYTES`, ``/proc`` the sandbox's own, ``/dev``
-  minimal, and only the spec's writable directories writable; every dot-entry of a writable directory (``.cache``,
-  ``.local``, ``.jupyter``, …, and :data:`HIDDEN_NAMES` even when missing) hidden by a tmpfs (a
-  directory) or bound read-only (a file), so nothing written there runs later outside;
+  minimal, and only the spec's writable directories writable (never ``/``); every dot-entry of
+  a writable directory (``.cache``, ``.local``, ``.jupyter``, …, and :data:`HIDDEN_NAMES` even
+  when missing) hidden by a tmpfs (a directory) or bound read-only (a file), so nothing written
+  there runs later outside; a dot-entry that is a symbolic link is never followed out;
 * a seccomp filter (:func:`seccomp_filter`) denying with EPERM what a student needs only to
-  escape or to spy: raw, packet and netlink sockets, new namespaces, mounts, tracing, BPF, keys,
-  modules, ``kexec``, ``reboot``, …;
+  escape or to spy: sockets but Unix, IPv4 and IPv6 ones, raw and packet sockets, io_uring, new
+  namespaces, mounts, tracing, BPF, keys, modules, ``kexec``, ``reboot``, …; a call of another
+  architecture kills the process;
 * a cleared environment but for :data:`KEEP_ENV`, and :data:`MASKED_SYSTEM` hidden;
 * ``RLIMIT_FSIZE`` when the spec asks (util-linux ``prlimit`` inside, before the program).
 """
@@ -98,9 +100,9 @@ class SandboxProbe:
 @dataclass
 class SandboxLaunch:
     """A sandbox's full command line (``bwrap … -- argv``, after a shell joining the run's cgroup
-    when the spec names one) and the descriptors it names, which
-    the caller must pass to the child (``subprocess.Popen(pass_fds=…)``, or a ``posix_spawn``
-    dup2 of each onto itself) and :meth:`close` once it is started."""
+    when the spec names one) and the descriptors it names, which the caller must pass to the
+    child (``subprocess.Popen(pass_fds=…)``, or a ``posix_spawn`` dup2 of each onto itself)
+    and :meth:`close` once it is started."""
 
     argv: list[str]
     pass_fds: tuple[int, ...] = ()
@@ -163,13 +165,14 @@ def command(spec: SandboxSpec, argv: list[str]) -> SandboxLaunch:
     bwrap = bwrap_path()
     if bwrap is None:
         raise OSError(errno.ENOENT, "bubblewrap (bwrap) is not installed")
+    mounts = _mount_args(spec)  # before the descriptor: a refused spec leaks nothing
     fd = _filter_fd()
     args = _join_cgroup(spec.cgroup_procs)
     args += [bwrap, "--unshare-all", "--unshare-user", "--die-with-parent", "--new-session",
              "--cap-drop", "ALL"]
     if spec.share_net:
         args.append("--share-net")
-    args += _mount_args(spec)
+    args += mounts
     args.append("--clearenv")
     kept = [(n, os.environ[n]) for n in spec.keep_env if n in os.environ]
     for name, value in (*kept, *spec.env):
@@ -209,6 +212,9 @@ def _mount_args(spec: SandboxSpec) -> list[str]:
     args += ["--size", str(TMP_BYTES), "--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev"]
     writable = tuple(os.path.realpath(w) for w in spec.writable)
     for real in writable:
+        if any(_beneath(d, real) for d in SYSTEM_DIRS):  # `/`: the system would be writable
+            raise OSError(errno.EINVAL, f"the sandbox cannot make `{real}` writable: it holds "
+                                        "the system's directories")
         args += ["--bind", real, real]
     for real in writable:
         args += _hide_args(real, writable)

@@ -90,4 +90,26 @@ class Cursor:
         raise ParseError(Diagnostic(rule, message, span if span is not None else self.tok.span))
 
     def fail_expected(self, what: str) -> NoReturn:
-        self.fail(Rule.TYPE_MISMATCH, f"expected {what}, found {self.tok.describe()}")
+        """The generic syntax refusal. Its tag is the reference's (`type-mismatch`), but its
+        explanation is about syntax: what the grammar needed here and what stood there instead.
+        A missing separator or closer (`;`, `)`, `}`, …) is reported where it belongs, at the end
+        of the token before it, when what was found starts a later line."""
+        found = self.tok.describe()
+        span = self.tok.span
+        prev = self.tokens[self.pos - 1] if self.pos > 0 else None
+        if (what in _SEPARATORS and prev is not None
+                and self.source.line_col(prev.span.end)[0] < self.source.line_col(span.start)[0]):
+            end = max(prev.span.start, prev.span.end - 1)
+            span = Span(self.source, end, prev.span.end)
+            after = f" after {prev.describe()}"
+        else:
+            after = ""
+        raise ParseError(Diagnostic(
+            Rule.TYPE_MISMATCH, f"expected {what}, found {found}", span,
+            explanation=(f"This is a syntax error: the grammar needs {what} here{after}, and "
+                         f"{found} cannot stand in its place. Nothing after this point in the "
+                         f"file was read (a parse error ends its file; docs/cli.md).")))
+
+
+# What a missing token is reported after rather than before: separators and closers.
+_SEPARATORS = frozenset(f"`{t}`" for t in (";", ",", ")", "]", "}", ">", ":", "=>", "->"))
