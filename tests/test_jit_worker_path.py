@@ -3,11 +3,14 @@
 A notebook's directory is the kernel's working directory, and `%%file` may write any file there;
 a worker started with `python -m` would put that directory first on its module path, so a
 planted `llvmlite.py` would run as the worker at its next start (the hub helper showed it with a
-planted `cancho_kernel.py`). The worker is started with PYTHONSAFEPATH=1.
+planted `cancho_kernel.py`). A run may also write `~/.local/lib/python3.X/site-packages/*.pth`
+(on the hub the notebook directory is `$HOME`), which a Python started without `-I` runs at its
+start (issue 22). The worker is started with `python -I` and finds its package by directory.
 """
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
@@ -41,4 +44,22 @@ def test_a_planted_module_in_the_working_directory_is_not_imported(tmp_path: Pat
     finally:
         worker.close()
     assert not marker.exists(), "the worker imported a module from its working directory"
+    assert result.stdout == b"ok\n" and result.exit_status == 0
+
+
+def test_a_planted_pth_file_in_the_user_site_directory_does_not_run(tmp_path: Path):
+    """HOME (and PYTHONUSERBASE, which -I ignores as well) points at a directory where a `.pth`
+    is planted as a confined run could plant it; the worker starts, runs, and the `.pth` did not."""
+    marker = tmp_path / "pth-ran"
+    version = f"python{sys.version_info.major}.{sys.version_info.minor}"
+    site = tmp_path / ".local" / "lib" / version / "site-packages"
+    site.mkdir(parents=True)
+    (site / "evil.pth").write_text(f"import os; open({str(marker)!r}, 'w').write('ran')\n")
+    worker = JitWorker(env={"HOME": str(tmp_path), "PYTHONUSERBASE": str(tmp_path / ".local"),
+                            "PYTHONPATH": str(site)})
+    try:
+        result = worker.run(HELLO, target=StdoutTarget())
+    finally:
+        worker.close()
+    assert not marker.exists(), "the worker ran a .pth file from the user site directory"
     assert result.stdout == b"ok\n" and result.exit_status == 0

@@ -277,3 +277,76 @@ def test_nothing_outlives_the_kernel(cancho_kernelspec, backend, how):
         kc.stop_channels()
         if km.is_alive():
             km.shutdown_kernel(now=True)
+
+
+# -- the JIT worker itself ----------------------------------------------------------------------------
+
+
+def jit_ir(source: str) -> str:
+    from cancho_kernel.compiler import api
+    from cancho_kernel.compiler.source import SourceFile
+
+    compiled = api.compile_sources([SourceFile("p.cho", source)])
+    assert compiled.ok, compiled
+    return compiled.ir
+
+
+def start_escaping_run(name: str):
+    """A JIT worker running a program that loops and whose setsid'd child loops; returns the
+    worker, the thread running it, and the box the run's outcome lands in."""
+    import threading
+
+    from cancho_kernel.compiler.backends.jit import JitWorker
+    from cancho_kernel.compiler.backends.process import RunLimits, StdoutTarget
+
+    ir = jit_ir(program(name, escape=True, parent_loops=True))
+    worker = JitWorker()
+    worker.start()
+    box: dict = {}
+
+    def run() -> None:
+        try:
+            box["result"] = worker.run(ir, ["p"], b"", StdoutTarget.pipe(), RunLimits(timeout=120))
+        except Exception as e:  # noqa: BLE001 - the worker's death is expected here
+            box["error"] = e
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    assert wait_for(lambda: len(named(name)) == 2), box
+    return worker, thread, box
+
+
+def test_a_shutdown_racing_a_slow_worker_leaves_nothing():
+    """The intermittent `[jit-shutdown]` orphan, forced: the kernel's SIGTERM handler
+    (``abandon``) ends the worker while a run is in flight, and the worker does not get to its
+    sweep within the grace (here it is stopped; on a loaded machine it was starved). Before, the
+    worker was then SIGKILLed: the program died with it (PR_SET_PDEATHSIG) but its setsid'd
+    child was re-parented to init and lived on. Now the worker's guard kills it and sweeps."""
+    name = marker()
+    worker, thread, _ = start_escaping_run(name)
+    worker_pid = worker.pid
+    try:
+        os.kill(worker_pid, signal.SIGSTOP)
+        worker.abandon(grace=0.2)
+        thread.join(timeout=60)
+        assert wait_for(lambda: not named(name)), named(name)
+        assert not Path(f"/proc/{worker_pid}").exists() or _stat(worker_pid)[0] == "Z"
+    finally:
+        kill_all(named(name) + [worker_pid])
+        worker.close()
+
+
+def test_a_sigkilled_worker_leaves_nothing():
+    """The worker SIGKILLed mid-run (as the OOM killer would: it is the largest process):
+    the program dies with it and what it escaped to with setsid is killed by the guard."""
+    name = marker()
+    worker, thread, box = start_escaping_run(name)
+    worker_pid = worker.pid
+    try:
+        os.kill(worker_pid, signal.SIGKILL)
+        assert wait_for(lambda: not named(name)), named(name)
+        thread.join(timeout=60)
+        assert "error" in box  # the run is reported as the worker's death
+    finally:
+        kill_all(named(name))
+        worker.close()

@@ -197,7 +197,7 @@ def test_the_filter_names_resolve_on_x86_64_and_aarch64(tmp_path):
             assert sc.resolve_syscall(arch, name) >= 0, (arch, name)
 
 
-# -- safe runs of cancho programs: the exe backend (the JIT worker's sandbox is h7-jitbox's) ---------
+# -- safe runs of cancho programs: the exe backend and the JIT worker's -------------------------------
 
 from cancho_kernel.compiler import api, policy  # noqa: E402
 from cancho_kernel.compiler.backends import cgroups, chelper, measure  # noqa: E402
@@ -206,10 +206,8 @@ from cancho_kernel.compiler.backends.process import (SAFE_CAPS, RunLimits, Stdou
 from cancho_kernel.compiler.run import Backend, build  # noqa: E402
 from cancho_kernel.compiler.source import SourceFile  # noqa: E402
 
-# The JIT variants: a JIT worker that starts its children in the sandbox (``sandboxes = True``,
-# h7-jitbox) makes them pass; strict, so that day they fail until this mark is removed.
-JIT_SANDBOX = pytest.mark.xfail(strict=True, reason="the JIT worker's sandbox is not merged yet")
-BACKENDS = ["exe", pytest.param("jit", marks=JIT_SANDBOX)]
+# The JIT variants: the whole JIT worker runs in the sandbox (jit_sandbox.py).
+BACKENDS = ["exe", "jit"]
 
 
 def exec_program(command: str) -> str:

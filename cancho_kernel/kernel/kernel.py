@@ -152,7 +152,10 @@ class CanchoKernel(Kernel):
         from ..compiler.backends.jit import JitWorker
 
         self._jit_worker = JitWorker()
-        threading.Thread(target=self._start_worker, name="cancho-jit-start", daemon=True).start()
+        from ..compiler.policy import safe_from_env
+
+        if not (self.safe_mode or safe_from_env()):  # safe: the warm-up starts it in the sandbox
+            threading.Thread(target=self._start_worker, name="cancho-jit-start", daemon=True).start()
         # The warm-up (JIT worker, compiler, common std modules) starts once the kernel has
         # answered its first kernel_info request — the frontend's "ready" — so that it does not
         # compete for the GIL and the CPU with the start itself; WARM_UP_AFTER seconds at the

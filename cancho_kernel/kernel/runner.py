@@ -51,6 +51,8 @@ class Runner:
         self._notice = notice
         self.cache = cache if cache is not None else BuildCache.from_env()
         self.worker = worker if worker is not None else JitWorker()  # the kernel's, started early
+        if caps is not None and caps.sandbox is not None and hasattr(self.worker, "use_sandbox"):
+            self.worker.use_sandbox(caps.sandbox)  # the warm-up starts it inside (jit_sandbox.py)
         self._warm_thread: threading.Thread | None = None
         self.worker_start_seconds: float | None = None
 

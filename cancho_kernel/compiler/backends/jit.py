@@ -6,7 +6,10 @@ Two entry points:
   persistent single-threaded worker subprocess (``jit_worker.py``) compiles and forks one child
   per run; this side creates the child's descriptors (the same :class:`ChildStdio` the exe
   backend uses), passes them over a Unix socket and supervises the run with the shared
-  :func:`process.pump`, so limits, truncation, cancel and results work identically.
+  :func:`process.pump`, so limits, truncation, cancel and results work identically. The
+  worker runs Python isolated, and in safe mode (a run's ``RunLimits.sandbox``) inside the
+  sandbox as a whole (jit_sandbox.py); it is stopped through its guard, never SIGKILLed before
+  it has swept what its runs left (jit_worker.stand_guard).
 * :func:`run_jit_inherit` — for the CLI, a single-threaded process: JIT in-process, fork a
   child that inherits the terminal.
 """
@@ -25,8 +28,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from . import sandbox as sandboxes
+from .sandbox import SandboxSpec
+
 from .exe import LinkError
-from .jit_worker import CacheBounds, CacheStats, SplitStats, recv_msg, send_msg
+from .jit_sandbox import ChildPin, start_sandboxed, verified_child, worker_command
+from .jit_sandbox import sandboxed as sandbox_for_worker
+from .jit_worker import PYTHON_CHILD_ENV, CacheBounds, CacheStats, SplitStats, recv_msg, send_msg
 from .process import (
     ChildStdio,
     PumpOutcome,
@@ -39,6 +47,11 @@ from .process import (
     pump,
     result_from,
 )
+
+
+# How long the worker's guard may take to kill the worker and sweep after SIGTERM before it is
+# SIGKILLed itself (it is a small sleeping process: only a stopped or wedged one takes long).
+_GUARD_GRACE = 10.0
 
 
 class JitWorkerDied(RuntimeError):
@@ -89,10 +102,7 @@ class _WorkerRun:
 
     def kill(self) -> None:
         if self.pid is not None:
-            try:
-                os.killpg(self.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
+            self.worker._kill_run(self.pid)
         elif not self.finished:
             # Still compiling: MCJIT cannot be interrupted, the worker can (it restarts later).
             self.killed_worker = True
@@ -112,7 +122,7 @@ class JitWorker:
     confines = True
 
     def __init__(self, python: str = sys.executable, env: dict[str, str] | None = None,
-                 cache: CacheBounds = CacheBounds()) -> None:
+                 cache: CacheBounds = CacheBounds(), sandbox: SandboxSpec | None = None) -> None:
         self._python = python
         self._env = env or {}
         self._cache = cache
@@ -120,12 +130,22 @@ class JitWorker:
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
         self._child: str | None = None
+        self._sandboxed = False  # whether the running worker is inside a sandbox
+        self._worker_pid: int | None = None
+        self._sandbox = sandbox  # the sandbox the next worker starts in (None: none)
+        self._started_in: SandboxSpec | None = None  # the sandbox the running worker is in
 
     # -- lifecycle --------------------------------------------------------------------------
 
     @property
     def pid(self) -> int | None:
-        """The worker's pid (None until started)."""
+        """The worker's own pid, the process that compiles and forks (None until started)."""
+        return self._worker_pid if self._proc is not None else None
+
+    @property
+    def guard_pid(self) -> int | None:
+        """The process this side started: the worker's guard (jit_worker.stand_guard), or the
+        sandbox around it (None until started)."""
         return self._proc.pid if self._proc is not None else None
 
     @property
@@ -134,88 +154,130 @@ class JitWorker:
         ``"python"`` (the fallback without a C compiler); None until started."""
         return self._child
 
+    @property
+    def sandboxes(self) -> bool:
+        """Whether runs in a sandbox (``RunLimits.sandbox``) can be handed to this worker: it
+        starts itself inside that sandbox (jit_sandbox.py), where bubblewrap works."""
+        return sandboxes.available()
+
+    def use_sandbox(self, spec: SandboxSpec | None) -> None:
+        """Start the worker inside ``spec`` from now on (None: outside any sandbox); a running
+        worker started otherwise is replaced at its next use."""
+        self._sandbox = spec
+
     def start(self) -> float:
         """Start the worker if it is not running; returns the seconds it took (0 if running)."""
         with self._lock:
             return self._ensure_started()
 
     def _ensure_started(self) -> float:
-        if self._proc is not None and self._proc.poll() is None and self._sock is not None:
+        if (self._proc is not None and self._proc.poll() is None and self._sock is not None
+                and self._started_in == self._sandbox):
             return 0.0
         self._discard()
         t0 = time.perf_counter()
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        package_root = str(Path(__file__).resolve().parents[3])
-        env = dict(os.environ)
-        env.update(self._env)
-        env["PYTHONPATH"] = os.pathsep.join(
-            p for p in (package_root, env.get("PYTHONPATH", "")) if p)
-        # `python -m` puts the working directory (a notebook's, where `%%file` writes) first on
-        # the module path; never import from it (Python >= 3.11 honours this).
-        env["PYTHONSAFEPATH"] = "1"
         try:
-            self._proc = subprocess.Popen(
-                [self._python, "-m", "cancho_kernel.compiler.backends.jit_worker",
-                 str(theirs.fileno()), "--cache-programs", str(self._cache.programs),
-                 "--cache-bytes", str(self._cache.max_bytes),
-                 "--retire-bytes", str(self._cache.retire_bytes)],
-                pass_fds=[theirs.fileno()], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                env=env, start_new_session=True, close_fds=True)
+            self._proc = self._spawn(theirs.fileno(), self._sandbox)
         finally:
             theirs.close()
-        self._sock = mine
+        self._sock, self._started_in = mine, self._sandbox
+        self._sandboxed = self._sandbox is not None
         send_msg(mine, {"op": "ping"})
         got = recv_msg(mine)
         if got is None or got[0].get("ev") != "pong":
             self._discard()
             raise JitWorkerDied("the JIT worker did not start")
         self._child = str(got[0].get("child", "python"))
+        self._worker_pid = _host_pid(self._proc.pid, int(got[0].get("pid", 0)))
         return time.perf_counter() - t0
 
+    def _spawn(self, fd: int, spec: SandboxSpec | None) -> subprocess.Popen:
+        """The worker process (its guard), given socket ``fd``: directly, or inside ``spec``
+        with the C child verified here and pinned (jit_sandbox.py)."""
+        env = dict(os.environ)
+        env.update(self._env)
+        args = [str(fd), "--cache-programs", str(self._cache.programs),
+                "--cache-bytes", str(self._cache.max_bytes),
+                "--retire-bytes", str(self._cache.retire_bytes)]
+        child: ChildPin | None = verified_child() if env.get(PYTHON_CHILD_ENV) != "1" else None
+        if child is not None:
+            args += child.args()
+        argv = worker_command(self._python, args, unbuffered=env.get("PYTHONUNBUFFERED", "") != "")
+        if spec is not None:
+            try:
+                inside = sandbox_for_worker(spec, self._python, child, self._env)
+                return start_sandboxed(inside, argv, [fd], env)
+            except OSError as e:
+                raise JitWorkerDied(f"the JIT worker cannot start in the sandbox: {e}") from e
+        return subprocess.Popen(argv, pass_fds=[fd], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, env=env, start_new_session=True,
+                                close_fds=True)
+
+    def _kill_run(self, pid: int) -> None:
+        """SIGKILL the running program's group: asked of the worker (whose pids may be those of
+        a PID namespace), and directly too when ``pid`` is one of ours."""
+        sock = self._sock
+        if sock is not None:
+            try:
+                send_msg(sock, {"op": "kill"})
+            except OSError:
+                pass
+        if not self._sandboxed:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+
     def _kill_process(self) -> None:
+        """Stop the worker through its guard (jit_worker.stand_guard): SIGTERM, and the guard
+        kills the worker and then everything its runs left. Never SIGKILL first: the orphans of
+        a SIGKILLed guard would escape to init (the intermittent orphan of a shutdown racing a
+        slow worker, tests/test_orphans.py)."""
         if self._proc is not None and self._proc.poll() is None:
             try:
-                self._proc.kill()
+                self._proc.terminate()
             except ProcessLookupError:
                 pass
+
+    def _reap(self, proc: subprocess.Popen, grace: float) -> None:
+        """Wait ``grace`` seconds for ``proc`` (the guard) to end by itself, then SIGTERM it
+        (it sweeps), then, only if it is still there after :data:`_GUARD_GRACE`, SIGKILL."""
+        try:
+            proc.wait(timeout=grace)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+        try:
+            proc.terminate()
+            proc.wait(timeout=_GUARD_GRACE)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        except ProcessLookupError:
+            pass
 
     def _discard(self, grace: float = 2.0) -> None:
         """Forget a dead or unwanted worker and reap it. End of file on its socket comes first:
         a worker that is still alive then kills its run and every process the run left (it is
-        their subreaper) and exits; only one that has not done so after ``grace`` seconds is
-        killed, since the orphans of a SIGKILLed worker would escape to init."""
+        their subreaper) and exits; one that has not done so after ``grace`` seconds is stopped
+        through its guard (:meth:`_reap`)."""
         if self._sock is not None:
             self._sock.close()
             self._sock = None
         if self._proc is not None:
-            try:
-                self._proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                self._kill_process()
-                try:
-                    self._proc.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    pass
+            self._reap(self._proc, grace)
             self._proc = None
 
     def close(self) -> None:
-        """Stop the worker (end of file on its socket, then SIGKILL if it lingers)."""
+        """Stop the worker (end of file on its socket, then its guard if it lingers)."""
         with self._lock:
-            if self._sock is not None:
-                self._sock.close()
-                self._sock = None
-            if self._proc is not None:
-                try:
-                    self._proc.wait(timeout=2)
-                except subprocess.TimeoutExpired:
-                    self._kill_process()
-                    self._proc.wait()
-                self._proc = None
+            self._discard()
 
     def abandon(self, grace: float = 2.0) -> None:
         """Stop the worker without taking the run lock (from a signal handler, while a run may
-        hold it): end of file on its socket makes it kill its run, sweep and exit; SIGKILL if
-        it is still there after ``grace`` seconds."""
+        hold it): end of file on its socket makes it kill its run, sweep and exit; if it is
+        still there after ``grace`` seconds its guard is stopped (:meth:`_reap`)."""
         sock, proc = self._sock, self._proc
         if sock is not None:
             try:
@@ -223,10 +285,7 @@ class JitWorker:
             except OSError:
                 pass
         if proc is not None:
-            try:
-                proc.wait(timeout=grace)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            self._reap(proc, grace)
 
     def _pong(self) -> dict:
         with self._lock:
@@ -302,10 +361,12 @@ class JitWorker:
         request = {"op": "run", "ir": ir_text, "argv": argv, "libs": list(libs),
                    "libdirs": list(libdirs), "memory": limits.memory,
                    "cpu": None if cpu is None else max(1, int(cpu)),
-                   "nproc": limits.nproc_limit(),
+                   "nproc": limits.nproc_limit(), "fsize": limits.fsize,
                    "confine": None if limits.confine is None else limits.confine.roots(),
                    "split": split}
         with self._lock:
+            if limits.sandbox is not None and limits.sandbox != self._sandbox:
+                self._sandbox = limits.sandbox  # a sandboxed run: the worker (re)starts inside it
             control, outcome = self._run_once(request, stdin, target, limits, cancel)
             if (control.worker_died and not control.killed_worker
                     and control.compile_seconds is None):
@@ -345,6 +406,25 @@ class SplitRuns:
 
     def run(self, ir_text: str, **kwargs) -> RunResult:
         return self.worker.run(ir_text, split=True, **kwargs)
+
+
+def _host_pid(root: int, inner: int) -> int | None:
+    """The pid, in this process's namespace, of the descendant of ``root`` whose innermost pid
+    is ``inner`` (the worker reports the pid it sees, which the sandbox's PID namespace changes)."""
+    from .process import children_of
+
+    todo = [root]
+    while todo:
+        pid = todo.pop()
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                ns = next((line.split()[1:] for line in f if line.startswith("NSpid:")), [])
+        except OSError:
+            ns = []
+        if ns and int(ns[-1]) == inner and pid != root:
+            return pid
+        todo += children_of(pid)
+    return None
 
 
 def _is_open(fd: int) -> bool:
@@ -427,7 +507,7 @@ def _reaper(compiled, argv: list[str], limits: RunLimits, parent: int) -> NoRetu
         cpu = limits.cpu_seconds
         program = mcjit.spawn_program(compiled.main_address, argv, None, limits.memory,
                                       cpu_seconds=None if cpu is None else max(1, int(cpu)),
-                                      nproc=limits.nproc_limit(),
+                                      nproc=limits.nproc_limit(), fsize=limits.fsize,
                                       confine=None if limits.confine is None else limits.confine.roots())
         try:
             while True:

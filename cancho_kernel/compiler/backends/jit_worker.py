@@ -1,6 +1,7 @@
 """The JIT worker process:
-``python -m cancho_kernel.compiler.backends.jit_worker FD [--cache-programs N] [--cache-bytes B]
-[--retire-bytes B]``.
+``python -I -c BOOTSTRAP PACKAGE_DIR FD [--cache-programs N] [--cache-bytes B] [--retire-bytes B]
+[--child PATH --child-sha256 HEX]`` (jit.py's :func:`~.jit.worker_command`; in safe mode inside
+the sandbox, sandbox.py).
 
 Why a separate process: a Jupyter kernel has several threads, and forking it then running LLVM
 in the child is unsafe (locks held by other threads at fork time, kernel.md §3.3). This worker
@@ -13,12 +14,15 @@ Protocol (Unix stream socket inherited as descriptor FD; each message is a 4-byt
 length and a UTF-8 JSON object; descriptors travel with ``socket.send_fds`` on the length):
 
     client -> worker   {"op": "run", "ir", "argv", "libs", "libdirs", "slots", "memory",
-                        "cpu", "nproc", "split"}   (limits of the child only; null: none;
+                        "cpu", "nproc", "fsize", "confine", "split"}
+                       (limits of the child only; null: none;
                        "split": true compiles std apart and reuses it, see below)
                        + descriptors: one per entry of "slots" (0/1/2, the child's numbers;
                        a standard descriptor absent from "slots" is closed in the child;
                        "slots": null means the child keeps the worker's own)
                        {"op": "ping"}
+                       {"op": "kill"}   (SIGKILL the running program's group; ignored
+                       between runs)
     worker -> client   {"ev": "compiled", "seconds", "cached"}  then
                        {"ev": "started", "pid"}                   then
                        {"ev": "exited", "status", "utime", "stime", "maxrss", "wall",
@@ -43,14 +47,16 @@ why ``%%bench`` keeps the whole program. Whatever goes wrong while splitting, th
 to the whole program (a cell part the per-function cut does not know is compiled whole).
 
 The client kills a running child itself (SIGKILL to its process group, whose id is the pid it
-was told), so the worker never needs to listen while it waits. If the client goes away (end of
-file on the socket) the worker kills its child and exits; a child dies with the worker
-(PR_SET_PDEATHSIG).
+was told) or, when the worker is sandboxed (its pids are those of its own PID namespace), asks
+with ``{"op": "kill"}``. If the client goes away (end of file on the socket) the worker kills its
+child and exits; a child dies with the worker (PR_SET_PDEATHSIG).
 
 Nothing a run starts outlives it: the worker is a child subreaper, so a process the program
 started is re-parented here when its parent dies — even one that left the run's process group
 with ``setsid`` — and after every run (and before exiting) the worker kills and reaps every
-child it still has. The worker's only children are runs, so this is exact.
+child it still has. The worker's only children are runs, so this is exact. And when the worker
+itself is SIGKILLed mid-run, its guard (:func:`stand_guard`, the small process it forked from
+before loading LLVM) inherits what is left and kills it.
 """
 
 from __future__ import annotations
@@ -72,7 +78,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from .process import become_subreaper, kill_children
+from .process import become_subreaper, die_with_parent, kill_children
 
 if TYPE_CHECKING:
     from .mcjit import Compiled
@@ -307,6 +313,8 @@ class Worker:
                 if msg.get("op") == "run":
                     if not self.run(msg, fds):
                         return
+                elif msg.get("op") == "kill":
+                    pass  # for a run that has ended since it was sent
                 elif msg.get("op") == "ping":
                     from . import mcjit
 
@@ -434,7 +442,8 @@ class Worker:
             pid = mcjit.spawn_program(compiled.main_address, msg["argv"], fd_map,
                                       msg.get("memory"), own_group=slots is not None,
                                       cpu_seconds=msg.get("cpu"), nproc=msg.get("nproc"),
-                                      python_child=self.python_child, confine=msg.get("confine"))
+                                      python_child=self.python_child, confine=msg.get("confine"),
+                                      fsize=msg.get("fsize"))
         except OSError as exc:  # EAGAIN: the user's process limit, or no memory
             send_msg(self.sock, {"ev": "error", "kind": "internal",
                                  "message": f"cannot start the program: {exc}"})
@@ -460,59 +469,101 @@ class Worker:
         return not retire
 
     def _wait(self, pid: int, own_group: bool):
-        """Wait for the child, watching the socket: if the client disappears, kill the child."""
+        """Wait for the child, watching the socket: ``{"op": "kill"}`` kills it (the client
+        cannot, when the worker is in a PID namespace of its own: the sandbox); end of file (the
+        client has gone) kills it too. Other requests are not part of the protocol during a run
+        and are dropped."""
         pidfd = os.pidfd_open(pid)
         try:
             client_gone = False
             while True:
-                ready, _, _ = select.select([pidfd, self.sock], [], [])
+                watched = [pidfd] if client_gone else [pidfd, self.sock]
+                ready, _, _ = select.select(watched, [], [])
                 if pidfd in ready:
                     break
-                if self.sock in ready and not client_gone:
-                    try:
-                        peek = self.sock.recv(1, socket.MSG_PEEK)
-                    except OSError:
-                        peek = b""
-                    if not peek:
-                        client_gone = True
-                        try:
-                            os.killpg(pid, signal.SIGKILL) if own_group else os.kill(
-                                pid, signal.SIGKILL)
-                        except OSError:
-                            pass
-                    else:
-                        # A request while a child runs is not part of the protocol; wait on
-                        # the child alone rather than spin on the readable socket.
-                        select.select([pidfd], [], [])
-                        break
+                got = recv_msg(self.sock)
+                if got is not None:
+                    for fd in got[1]:
+                        os.close(fd)
+                if got is None or got[0].get("op") == "kill":
+                    client_gone = client_gone or got is None
+                    _kill_run(pid, own_group)
             _, status, rusage = os.wait4(pid, 0)
             return status, rusage, client_gone
         finally:
             os.close(pidfd)
 
 
+def _kill_run(pid: int, own_group: bool) -> None:
+    """SIGKILL the run's process group (or the program alone when it has none)."""
+    try:
+        os.killpg(pid, signal.SIGKILL) if own_group else os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+
+
 def parse_args(argv: list[str]) -> argparse.Namespace:
-    """``FD [--cache-programs N] [--cache-bytes B] [--retire-bytes B]`` (defaults:
-    :class:`CacheBounds`)."""
+    """``FD [--cache-programs N] [--cache-bytes B] [--retire-bytes B] [--child PATH
+    --child-sha256 HEX]`` (defaults: :class:`CacheBounds`; the C child looked up by itself)."""
     p = argparse.ArgumentParser(prog="python -m cancho_kernel.compiler.backends.jit_worker")
     p.add_argument("fd", type=int, help="the inherited Unix stream socket")
     p.add_argument("--cache-programs", type=int, default=CacheBounds.programs)
     p.add_argument("--cache-bytes", type=int, default=CacheBounds.max_bytes)
     p.add_argument("--retire-bytes", type=int, default=CacheBounds.retire_bytes)
+    p.add_argument("--child", default=None, help="the C child, as the client verified it")
+    p.add_argument("--child-sha256", default=None, help="its SHA-256 (chelper.py)")
     return p.parse_args(argv)
+
+
+def stand_guard(sock_fd: int) -> None:
+    """Fork before LLVM is loaded: the child returns and becomes the worker; this small process
+    stays behind as its guard and never returns. Why: the worker is a subreaper, but when it is
+    SIGKILLed (the OOM killer picks the largest process, and LLVM makes it so) what its runs
+    left would be re-parented to init; the guard, a subreaper above it, inherits them instead
+    and kills them. SIGTERM or SIGHUP to the guard kills the worker, then everything. The
+    worker dies with the guard (PR_SET_PDEATHSIG), so the client never SIGKILLs the guard
+    unless it does not end (jit.py)."""
+    become_subreaper()
+    guard = os.getpid()
+    pid = os.fork()
+    if pid == 0:
+        die_with_parent(signal.SIGKILL)
+        if os.getppid() != guard:  # the guard died before the line above
+            os._exit(1)
+        return
+    os.close(sock_fd)  # end of file reaches the worker when the client goes, whatever the guard does
+
+    def stop(signum: int, frame: object) -> None:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    for s in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(s, stop)
+    try:
+        _, status = os.waitpid(pid, 0)
+    except ChildProcessError:
+        status = 0
+    kill_children()
+    code = os.waitstatus_to_exitcode(status)
+    os._exit(code if code >= 0 else 128 - code)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
-    sock = socket.socket(fileno=args.fd)
-    os.set_inheritable(sock.fileno(), False)
     # Interrupts are the client's business (it kills the child); a terminal's Ctrl-C must not
     # take the worker down with the kernel's process group.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    stand_guard(args.fd)
+    sock = socket.socket(fileno=args.fd)
+    os.set_inheritable(sock.fileno(), False)
     from . import mcjit, native
 
+    if args.child is not None:
+        mcjit.pin_child(args.child, args.child_sha256 or "")
     native.ensure_initialised()
-    mcjit.native_child_available()  # build or load the C child now, not during the first run
+    mcjit.native_child_available()  # load the C child now, not during the first run
     become_subreaper()
     try:
         Worker(sock, python_child=os.environ.get(PYTHON_CHILD_ENV) == "1",

@@ -20,7 +20,7 @@ What a native executable has that a forked Python process does not, and what is 
   the worker's own atexit work (LLVM's static destructors, ~3 ms of freeing copy-on-write pages
   that the program never used).
 
-Why the child side is C (:data:`CHILD_SOURCE`, built once with ``cc`` like the exe backend's
+Why the child side is C (``jit_child.CHILD_SOURCE``, built once with ``cc`` like the exe backend's
 launcher): a forked child that runs Python touches (copies) pages of the worker's image with
 every reference count, and each step of the Python version cost a few tenths of a millisecond;
 the C version never returns into Python, so a run costs the fork and the program. Without a C
@@ -47,10 +47,10 @@ import llvmlite.binding as llvm
 
 from .. import cpu
 from . import native
-from .chelper import built_helper
-from .confine import C_SOURCE as CONFINE_C_SOURCE
+from .chelper import Helper, verified_helper, verify_digest
 from .confine import encode_roots
 from .exe import LinkError
+from .jit_child import CHILD_SOURCE, CHILD_SPEC  # noqa: F401 - CHILD_SOURCE: re-exported
 from .process import RESET_SIGNALS
 
 _IOFBF, _IOLBF, _IONBF = 0, 1, 2
@@ -423,12 +423,12 @@ def _address_space_bytes() -> int:
 def become_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int] | None,
                    memory: int | None = None, *, own_group: bool = False,
                    die_with_parent: bool = False, cpu_seconds: int | None = None,
-                   nproc: int | None = None) -> NoReturn:
+                   nproc: int | None = None, fsize: int | None = None) -> NoReturn:
     """In a freshly forked child: install the descriptors (``fd_map``: 0/1/2 -> fd, a missing key
     closes it; ``None`` keeps the inherited ones), set the run's limits on this process only
     (``memory`` bytes beyond the image inherited from the worker, ``cpu_seconds`` of CPU,
-    RLIMIT_NPROC ``nproc``), restore what a native process has, call ``main(argc, argv)`` and
-    ``exit`` with its result. Never returns."""
+    RLIMIT_NPROC ``nproc``, RLIMIT_FSIZE ``fsize`` bytes), restore what a native process has,
+    call ``main(argc, argv)`` and ``exit`` with its result. Never returns."""
     try:
         parent = os.getppid()
         if own_group:
@@ -460,6 +460,8 @@ def become_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int
             resource.setrlimit(resource.RLIMIT_CPU, (int(cpu_seconds), int(cpu_seconds) + 1))
         if nproc is not None:
             resource.setrlimit(resource.RLIMIT_NPROC, (int(nproc), int(nproc)))
+        if fsize is not None:
+            resource.setrlimit(resource.RLIMIT_FSIZE, (int(fsize), int(fsize)))
         _restore_stdio_buffering()
         args = [a.encode("utf-8", "surrogateescape") for a in argv]
         c_argv = (ctypes.c_char_p * (len(args) + 1))(*args, None)
@@ -479,170 +481,56 @@ def become_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int
     os._exit(127)
 
 
-# -- the child side in C ---------------------------------------------------------------------------
+# -- the child side in C (jit_child.py) ---------------------------------------------------------
 
-CHILD_SOURCE = r"""
-#define _GNU_SOURCE
-#include <dirent.h>
-#include <errno.h>
-#include <fcntl.h>
-#include <signal.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/prctl.h>
-#include <sys/resource.h>
-#include <sys/stat.h>
-#include <unistd.h>
-""" + CONFINE_C_SOURCE + r"""
+# (path, SHA-256) of the C child as the kernel verified it before starting the worker
+# (jit_worker.py --child): the worker loads exactly those bytes or none.
+_pinned_child: tuple[str, str] | None = None
 
-typedef int (*main_fn)(int, char **);
 
-static void fail(const char *what) {
-    char buf[256];
-    int n = snprintf(buf, sizeof buf,
-                     "cancho: the JIT child failed before running the program: %s: %s\n",
-                     what, strerror(errno));
-    if (n > 0) { ssize_t w = write(2, buf, (size_t)n); (void)w; }
-    _exit(127);
-}
+def pin_child(path: str, sha256: str) -> None:
+    """Load the C child from ``path`` only if its bytes hash to ``sha256`` (never build it)."""
+    global _pinned_child
+    _pinned_child = (path, sha256)
+    _child_library.cache_clear()
 
-/* The address space this process has now (VmSize), bytes; 0 if unknown. */
-static unsigned long long vm_size(void) {
-    char buf[8192];
-    size_t len = 0;
-    int fd = open("/proc/self/status", O_RDONLY | O_CLOEXEC);
-    if (fd < 0) return 0;
-    for (;;) {
-        ssize_t n = read(fd, buf + len, sizeof buf - 1 - len);
-        if (n <= 0) break;
-        len += (size_t)n;
-        if (len == sizeof buf - 1) break;
-    }
-    close(fd);
-    buf[len] = 0;
-    char *p = strstr(buf, "VmSize:");
-    return p ? strtoull(p + 7, NULL, 10) * 1024ULL : 0;
-}
 
-/* Close what exec would have closed: every close-on-exec descriptor above 2. */
-static void close_exec_descriptors(void) {
-    int victims[256];
-    for (;;) {
-        int n = 0, more = 0;
-        DIR *d = opendir("/proc/self/fd");
-        if (d == NULL) return;
-        int self = dirfd(d);
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            if (e->d_name[0] < '0' || e->d_name[0] > '9') continue;
-            int fd = atoi(e->d_name);
-            if (fd <= 2 || fd == self) continue;
-            int flags = fcntl(fd, F_GETFD);
-            if (flags < 0 || !(flags & FD_CLOEXEC)) continue;
-            if (n == (int)(sizeof victims / sizeof victims[0])) { more = 1; break; }
-            victims[n++] = fd;
-        }
-        closedir(d);
-        for (int i = 0; i < n; i++) close(victims[i]);
-        if (!more) return;
-    }
-}
+def child_helper() -> Helper | None:
+    """The C child, verified (chelper.py): the pinned one, else looked up or built."""
+    if _pinned_child is not None:
+        return verify_digest(Path(_pinned_child[0]), _pinned_child[1])
+    return verified_helper(CHILD_SPEC)
 
-/* C stdio as libc sets it up lazily for a fresh process (see mcjit.py). */
-static void restore_stdio(void) {
-    FILE *streams[2] = {stdin, stdout};
-    for (int fd = 0; fd < 2; fd++) {
-        size_t size = 8192;  /* glibc's BUFSIZ, capped by the descriptor's st_blksize */
-        int mode = _IOFBF;
-        struct stat st;
-        if (fstat(fd, &st) == 0) {
-            if (st.st_blksize > 0 && (size_t)st.st_blksize < size) size = (size_t)st.st_blksize;
-            if (isatty(fd)) mode = _IOLBF;
-        }
-        setvbuf(streams[fd], malloc(size), mode, size);
-    }
-    setvbuf(stderr, NULL, _IONBF, 0);
-}
 
-static void set_limit(int resource, unsigned long long soft, unsigned long long hard,
-                      const char *what) {
-    struct rlimit rl = {(rlim_t)soft, (rlim_t)hard};
-    if (setrlimit(resource, &rl) != 0) fail(what);
-}
-
-/* Fork; in the child become the program and never return. fds[0..2]: the child's 0/1/2
-   (-1 closes it); use_fds 0 keeps the inherited ones. memory/cpu/nproc < 0: no limit.
-   Returns the child's pid, or -errno. */
-int cancho_jit_spawn(void *entry, int argc, char **argv, int use_fds, const int *fds,
-                     int own_group, int parent, long long memory, long long cpu, long long nproc,
-                     const int *reset, int nreset, int nroots, char *const *roots) {
-    pid_t pid = fork();
-    if (pid < 0) return -errno;
-    if (pid > 0) return (int)pid;
-    if (own_group && setpgid(0, 0) != 0) fail("setpgid");
-    prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
-    if (getppid() != parent) _exit(137);
-    for (int i = 0; i < nreset; i++) signal(reset[i], SIG_DFL);
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, NULL);
-    if (use_fds) {
-        for (int target = 0; target < 3; target++) {
-            if (fds[target] < 0) {
-                close(target);
-            } else if (fds[target] == target) {
-                int flags = fcntl(target, F_GETFD);
-                if (flags >= 0) fcntl(target, F_SETFD, flags & ~FD_CLOEXEC);
-            } else if (dup2(fds[target], target) < 0) {
-                fail("dup2");
-            }
-        }
-        for (int i = 0; i < 3; i++) {
-            if (fds[i] > 2) close(fds[i]);
-        }
-    }
-    close_exec_descriptors();
-    if (memory >= 0) {
-        unsigned long long limit = vm_size() + (unsigned long long)memory;
-        set_limit(RLIMIT_AS, limit, limit, "RLIMIT_AS");
-    }
-    if (cpu >= 0) set_limit(RLIMIT_CPU, (unsigned long long)cpu, (unsigned long long)cpu + 1,
-                            "RLIMIT_CPU");
-    if (nproc >= 0) set_limit(RLIMIT_NPROC, (unsigned long long)nproc,
-                              (unsigned long long)nproc, "RLIMIT_NPROC");
-    if (nroots >= 0) {
-        int r = cancho_confine(nroots, roots);
-        if (r != 0) {
-            errno = -r;
-            fail("Landlock");
-        }
-    }
-    restore_stdio();
-    int status = ((main_fn)entry)(argc, argv);
-    fflush(NULL);  /* what exit() does to stdio; a failed flush is ignored, as there */
-    _exit(status);
-}
-"""
+def _load_bytes(helper: Helper) -> ctypes.CDLL:
+    """Load the verified bytes themselves (a private memfd), not the path again: a file
+    replaced after the check is never the one loaded."""
+    fd = os.memfd_create(helper.path.name, os.MFD_CLOEXEC)
+    try:
+        os.write(fd, helper.content)
+        return ctypes.CDLL(f"/proc/self/fd/{fd}")
+    finally:
+        os.close(fd)
 
 
 @lru_cache(maxsize=1)
 def _child_library() -> ctypes.CDLL | None:
-    """The compiled C child (built on first use into the launcher's cache directory, keyed by
-    the source's hash); None without a C compiler or when the build fails."""
-    target = built_helper(CHILD_SOURCE, "jit-child", ("-O2", "-shared", "-fPIC"))
-    if target is None:
+    """The compiled C child (jit_child.py, verified by chelper.py and loaded from its checked
+    bytes); None without a C compiler, when the build fails or when it does not verify."""
+    helper = child_helper()
+    if helper is None:
         return None
     try:
-        lib = ctypes.CDLL(str(target))
+        lib = _load_bytes(helper)
     except OSError:
         return None
     fn = lib.cancho_jit_spawn
     fn.restype = ctypes.c_int
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p), ctypes.c_int,
                    ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int, ctypes.c_longlong,
-                   ctypes.c_longlong, ctypes.c_longlong, ctypes.POINTER(ctypes.c_int),
-                   ctypes.c_int, ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)]
+                   ctypes.c_longlong, ctypes.c_longlong, ctypes.c_longlong,
+                   ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int,
+                   ctypes.POINTER(ctypes.c_char_p)]
     return lib
 
 
@@ -654,7 +542,8 @@ def native_child_available() -> bool:
 def spawn_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int] | None,
                   memory: int | None = None, *, own_group: bool = False,
                   cpu_seconds: int | None = None, nproc: int | None = None,
-                  python_child: bool = False, confine: Sequence[str] | None = None) -> int:
+                  python_child: bool = False, confine: Sequence[str] | None = None,
+                  fsize: int | None = None) -> int:
     """Fork a child that becomes the program (the contract of :func:`become_program`, with
     ``die_with_parent`` always on) and return its pid. Call it from a single-threaded process
     only. Through the C child when it is available and ``python_child`` is false.
@@ -672,7 +561,8 @@ def spawn_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int]
         pid = os.fork()
         if pid == 0:
             become_program(main_address, argv, fd_map, memory, own_group=own_group,
-                           die_with_parent=True, cpu_seconds=cpu_seconds, nproc=nproc)
+                           die_with_parent=True, cpu_seconds=cpu_seconds, nproc=nproc,
+                           fsize=fsize)
         return pid
     args = [a.encode("utf-8", "surrogateescape") for a in argv]
     c_argv = (ctypes.c_char_p * (len(args) + 1))(*args, None)
@@ -687,7 +577,7 @@ def spawn_program(main_address: int, argv: Sequence[str], fd_map: dict[int, int]
     c_roots = (ctypes.c_char_p * (len(roots) + 1))(*roots, None)
     pid = lib.cancho_jit_spawn(main_address, len(args), c_argv, int(fd_map is not None), fds,
                                int(own_group), os.getpid(), num(memory), num(cpu_seconds),
-                               num(nproc), reset, len(RESET_SIGNALS),
+                               num(nproc), num(fsize), reset, len(RESET_SIGNALS),
                                -1 if confine is None else len(roots), c_roots)
     if pid < 0:
         raise OSError(-pid, os.strerror(-pid))
