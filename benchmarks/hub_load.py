@@ -131,19 +131,30 @@ def blocked_parent(path: Path) -> Path | None:
     return None
 
 
-def reachable_command(cmd: list[str], scratch: Path, needed: list[Path]) -> list[str]:
-    """``cmd`` in a mount namespace of its own where students' processes can reach ``needed``.
+def installed_checkout() -> Path | None:
+    """The checkout ``python -I`` imports cancho_kernel from (an editable install's), or None."""
+    done = subprocess.run([sys.executable, "-I", "-c", "import cancho_kernel; print(cancho_kernel.__file__)"],
+                          capture_output=True, text=True, timeout=60, cwd="/", stdin=subprocess.DEVNULL)
+    return Path(done.stdout.strip()).parent.parent if done.returncode == 0 and done.stdout.strip() else None
+
+
+def reachable_command(cmd: list[str], scratch: Path, needed: list[Path],
+                      overlay: tuple[Path, Path] | None = None) -> list[str]:
+    """``cmd`` in a mount namespace of its own where students' processes can reach ``needed``
+    (and, with ``overlay`` = (this checkout, the installed one), run this checkout's kernel).
 
     A test machine may have its Python inside root's home (mode 0700), which no student's server
     could execute. Rather than open that home, the hub runs with a view where the blocked
     directory is an empty ``0711`` tmpfs holding only the entries on the way to ``needed``
     (bind-mounted back): the rest of root's home stays out of sight, for students and hub alike."""
     blocked = {b for b in (blocked_parent(p) for p in needed) if b is not None}
-    if not blocked or os.geteuid() != 0:
+    if not (blocked or overlay) or os.geteuid() != 0:
         return cmd
     import shlex
 
     lines = ["set -e"]
+    if overlay:  # this checkout where the installed one is: the hub's kernels run this code
+        lines.append(f"mount --bind {shlex.quote(str(overlay[0]))} {shlex.quote(str(overlay[1]))}")
     for i, b in enumerate(sorted(blocked)):
         keep = sorted({b / p.resolve().relative_to(b).parts[0] for p in needed
                        if p.resolve().is_relative_to(b) and p.resolve() != b})
@@ -198,8 +209,10 @@ class Hub:
         self.log_path.chmod(0o600)  # in the hub's root, which students pass through
         env = self.env()
         scratch = self.root / "view"  # mount points while the hub's view is made (hub_layout ignores it)
+        installed = installed_checkout()
         cmd = reachable_command([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)], scratch,
-                                [Path(sys.prefix), Path(sys.executable), REPO, Path(env["CANCHO_HUB_CHP"])])
+                                [Path(sys.prefix), Path(sys.executable), REPO, Path(env["CANCHO_HUB_CHP"])],
+                                (REPO, installed) if installed and installed.resolve() != REPO.resolve() else None)
         self.proc = subprocess.Popen(cmd, cwd=self.root, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()

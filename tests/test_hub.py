@@ -25,7 +25,7 @@ psutil = pytest.importorskip("psutil")
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "deploy" / "jupyterhub"))
-from benchmarks.hub_load import Hub, RemoteKernel, running_hub  # noqa: E402
+from benchmarks.hub_load import Hub, RemoteKernel, Reply, running_hub  # noqa: E402
 from kernel_client import HELLO  # noqa: E402
 
 pytestmark = pytest.mark.timeout(600)
@@ -451,11 +451,10 @@ def subscribe_as(hub: Hub, user: str, port: int, seconds: float) -> str:
                       "    if s.poll(200):\n        print(s.recv_multipart())\n", timeout=seconds + 60)
 
 
-def sandboxed_network(hub: Hub, kernels) -> bool:
+def sandboxed_network(hub: Hub) -> bool:
     """Whether the kernel runs programs without the host's network (issue 22: the sandbox's own
     network namespace; not before helper h1's sandbox is in the kernel)."""
-    r = kernels["carol"].execute(dial_program(hub.port))
-    return "no connection" in r.text()
+    return "no connection" in probe(hub, dial_program(hub.port)).text()
 
 
 def test_bob_cannot_listen_to_alices_kernel(hub, kernels):
@@ -490,7 +489,7 @@ def test_bob_cannot_listen_to_alices_kernel(hub, kernels):
     print("bob's program dialling alice's ports:", dialled)
     print("a SUBSCRIBE from bob's Unix user to alice's IOPub saw:", heard[:2000] or "nothing")
     reached = [p for p, out in dialled.items() if "CONNECTED" in out]
-    if reached and not sandboxed_network(hub, kernels):
+    if reached and not sandboxed_network(hub):
         pytest.xfail(f"bob's programs reach alice's kernel ports {reached} on loopback: programs share "
                      "the host's network until the kernel's sandbox gives them their own (issue 22)")
     assert reached == [], dialled
@@ -628,19 +627,28 @@ def nbval_as_student(hub: Hub, user: str, notebook: str) -> "subprocess.Complete
     return subprocess.run(cmd, capture_output=True, text=True, timeout=900, cwd=hub.home(user), env=env)
 
 
-def sandbox_runs_c(kernels) -> bool:
+def probe(hub: Hub, cell: str) -> Reply:
+    """CELL in a fresh kernel of carol's (the shared ones may sit idle for minutes)."""
+    k = RemoteKernel(hub, "carol", "probe.ipynb")
+    try:
+        return k.execute(cell)
+    finally:
+        k.close()
+
+
+def sandbox_runs_c(hub: Hub) -> bool:
     """Whether safe mode runs ``%%c`` (inside the kernel's sandbox, issue 22) or still refuses it."""
-    r = kernels["carol"].execute("%%c probe\nint main(void) { return 0; }\n")
+    r = probe(hub, "%%c probe\nint main(void) { return 0; }\n")
     return "refused in safe mode" not in r.error.get("evalue", "")
 
 
 @pytest.mark.parametrize("notebook", LIBRARY)
-def test_the_library_passes_strict_nbval_as_a_hub_student(hub, kernels, dave, notebook):
+def test_the_library_passes_strict_nbval_as_a_hub_student(hub, dave, notebook):
     t0 = time.perf_counter()
     done = nbval_as_student(hub, dave, notebook)
     took = time.perf_counter() - t0
     print(f"{notebook}: {took:.1f} s as {hub.unix_user(dave)}\n{done.stdout[-3000:]}")
-    if done.returncode != 0 and "refused in safe mode" in done.stdout and not sandbox_runs_c(kernels):
+    if done.returncode != 0 and "refused in safe mode" in done.stdout and not sandbox_runs_c(hub):
         pytest.xfail(f"{notebook}: safe mode refuses %%c / extern fn until the kernel runs them in its "
                      f"sandbox (issue 22): {done.stdout.strip().splitlines()[-1]}")
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
