@@ -99,18 +99,39 @@ def test_the_kernel_is_in_safe_mode_in_the_students_directory(hub, kernels):
 
 
 @pytest.mark.parametrize("cell, ename", [
-    ("%%c sh\nint main(void) { return 0; }\n", "directive-error"),
     ("%load /etc/hostname", "directive-error"),
     ("%%file ../bob/planted.cho\nfn seven() -> [] int { return 7; }\n", "directive-error"),
-    (SYSTEM, "unsafe-in-safe-mode"),
     ("%limits --timeout none", "directive-error"),
 ])
 def test_escapes_are_refused(hub, kernels, cell, ename):
     r = kernels["carol"].execute(cell)
     assert r.status == "error" and r.error["ename"] == ename, r.outputs
     assert "safe mode" in r.error["evalue"]
-    assert not (hub.home("carol") / "escaped").exists()
     assert not (hub.home("bob") / "planted.cho").exists()
+
+
+def foreign_cell(kind: str, target: Path) -> str:
+    """Foreign code that creates TARGET: C through %%c, or libc's system from a program."""
+    if kind == "c":
+        return ("%%c escape --run\n#include <stdlib.h>\n"
+                f'int main(void) {{ return system("touch {target}") != 0; }}\n')
+    return SYSTEM.replace("touch escaped", f"touch {target}")
+
+
+@pytest.mark.parametrize("kind", ["c", "extern"])
+def test_foreign_code_is_refused_or_stays_inside_the_sandbox(hub, kernels, kind):
+    """Without the kernel's sandbox safe mode refuses foreign code; with it (issue 22) the code
+    runs there, and still creates nothing in another student's home or outside its own."""
+    targets = [hub.home("bob") / f"escaped-{kind}", hub.root / f"escaped-{kind}", Path(f"/tmp/escaped-{uuid.uuid4().hex}")]
+    for target in targets:
+        r = kernels["carol"].execute(foreign_cell(kind, target))
+        if not sandbox_runs_c(hub):
+            ename = "directive-error" if kind == "c" else "unsafe-in-safe-mode"
+            assert r.status == "error" and r.error["ename"] == ename, r.outputs
+            assert "safe mode" in r.error["evalue"]
+    for target in targets:
+        assert not target.exists(), target
+        target.unlink(missing_ok=True)
 
 
 def test_one_students_file_is_not_visible_to_another(hub, kernels):
@@ -636,10 +657,15 @@ def probe(hub: Hub, cell: str) -> Reply:
         k.close()
 
 
+_SANDBOX_RUNS_C: dict[str, bool] = {}
+
+
 def sandbox_runs_c(hub: Hub) -> bool:
     """Whether safe mode runs ``%%c`` (inside the kernel's sandbox, issue 22) or still refuses it."""
-    r = probe(hub, "%%c probe\nint main(void) { return 0; }\n")
-    return "refused in safe mode" not in r.error.get("evalue", "")
+    if hub.run_id not in _SANDBOX_RUNS_C:
+        r = probe(hub, "%%c probe\nint main(void) { return 0; }\n")
+        _SANDBOX_RUNS_C[hub.run_id] = "refused in safe mode" not in r.error.get("evalue", "")
+    return _SANDBOX_RUNS_C[hub.run_id]
 
 
 @pytest.mark.parametrize("notebook", LIBRARY)
@@ -648,7 +674,8 @@ def test_the_library_passes_strict_nbval_as_a_hub_student(hub, dave, notebook):
     done = nbval_as_student(hub, dave, notebook)
     took = time.perf_counter() - t0
     print(f"{notebook}: {took:.1f} s as {hub.unix_user(dave)}\n{done.stdout[-3000:]}")
-    if done.returncode != 0 and "refused in safe mode" in done.stdout and not sandbox_runs_c(hub):
+    refused = "refused in safe mode" in done.stdout or "safe mode refuses" in done.stdout
+    if done.returncode != 0 and refused and not sandbox_runs_c(hub):
         pytest.xfail(f"{notebook}: safe mode refuses %%c / extern fn until the kernel runs them in its "
                      f"sandbox (issue 22): {done.stdout.strip().splitlines()[-1]}")
     assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-2000:]
