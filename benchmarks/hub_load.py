@@ -122,8 +122,57 @@ def proxy_command(cache: Path | None = None, timeout: float = 300.0) -> str:
     return str(local)
 
 
+def blocked_parent(path: Path) -> Path | None:
+    """The nearest parent of ``path`` other users cannot pass through (``/root``, for a Python
+    installed in root's home), or None."""
+    for parent in reversed(path.resolve().parents):
+        if not parent.stat().st_mode & 0o001:
+            return parent
+    return None
+
+
+def installed_checkout() -> Path | None:
+    """The checkout ``python -I`` imports cancho_kernel from (an editable install's), or None."""
+    done = subprocess.run([sys.executable, "-I", "-c", "import cancho_kernel; print(cancho_kernel.__file__)"],
+                          capture_output=True, text=True, timeout=60, cwd="/", stdin=subprocess.DEVNULL)
+    return Path(done.stdout.strip()).parent.parent if done.returncode == 0 and done.stdout.strip() else None
+
+
+def reachable_command(cmd: list[str], scratch: Path, needed: list[Path],
+                      overlay: tuple[Path, Path] | None = None) -> list[str]:
+    """``cmd`` in a mount namespace of its own where students' processes can reach ``needed``
+    (and, with ``overlay`` = (this checkout, the installed one), run this checkout's kernel).
+
+    A test machine may have its Python inside root's home (mode 0700), which no student's server
+    could execute. Rather than open that home, the hub runs with a view where the blocked
+    directory is an empty ``0711`` tmpfs holding only the entries on the way to ``needed``
+    (bind-mounted back): the rest of root's home stays out of sight, for students and hub alike."""
+    blocked = {b for b in (blocked_parent(p) for p in needed) if b is not None}
+    if not (blocked or overlay) or os.geteuid() != 0:
+        return cmd
+    import shlex
+
+    lines = ["set -e"]
+    if overlay:  # this checkout where the installed one is: the hub's kernels run this code
+        lines.append(f"mount --bind {shlex.quote(str(overlay[0]))} {shlex.quote(str(overlay[1]))}")
+    for i, b in enumerate(sorted(blocked)):
+        keep = sorted({b / p.resolve().relative_to(b).parts[0] for p in needed
+                       if p.resolve().is_relative_to(b) and p.resolve() != b})
+        for j, k in enumerate(keep):
+            lines += [f"mkdir -p {scratch}/{i}-{j}", f"mount --bind {shlex.quote(str(k))} {scratch}/{i}-{j}"]
+        lines.append(f"mount -t tmpfs -o mode=0711,size=1m cancho-hub {shlex.quote(str(b))}")
+        for j, k in enumerate(keep):
+            kind = "mkdir" if k.is_dir() else "touch"
+            lines += [f"{kind} {shlex.quote(str(k))}", f"mount --move {scratch}/{i}-{j} {shlex.quote(str(k))}"]
+    lines.append('exec "$@"')
+    return ["unshare", "--mount", "--propagation", "private", "--", "sh", "-c", "\n".join(lines), "sh", *cmd]
+
+
 class Hub:
-    """One JupyterHub of deploy/jupyterhub on loopback, in its own temporary root."""
+    """One JupyterHub of deploy/jupyterhub on loopback, in its own temporary root.
+
+    Run as root (as a course's hub is), each student gets a Unix account of this run
+    (``account_prefix`` + name), removed again when the hub is killed."""
 
     def __init__(self, root: Path, *, mem_limit: str = "2G", cpu_limit: str = "2",
                  start_timeout: float = 90.0, server_timeout: int = 120) -> None:
@@ -137,6 +186,7 @@ class Hub:
         self.server_timeout = server_timeout
         self.proc: subprocess.Popen | None = None
         self.log_path = root / "jupyterhub.log"
+        self.account_prefix = f"ch{self.run_id[:6]}-"
 
     def env(self) -> dict[str, str]:
         env = dict(os.environ)
@@ -146,6 +196,7 @@ class Hub:
             "CANCHO_HUB_MEM_LIMIT": self.mem_limit, "CANCHO_HUB_CPU_LIMIT": self.cpu_limit,
             "CANCHO_HUB_IDLE_CULL": "0", "CANCHO_HUB_CHP": proxy_command(),
             "CANCHO_HUB_START_TIMEOUT": str(self.server_timeout),
+            "CANCHO_HUB_ACCOUNT_PREFIX": self.account_prefix,
         })
         return env
 
@@ -153,9 +204,16 @@ class Hub:
         import requests
 
         self.root.mkdir(parents=True, exist_ok=True)
+        self.root.chmod(0o711)  # students pass through to their homes (the hub checks the parents)
         log = open(self.log_path, "ab")
-        self.proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)],
-                                     cwd=self.root, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
+        self.log_path.chmod(0o600)  # in the hub's root, which students pass through
+        env = self.env()
+        scratch = self.root / "view"  # mount points while the hub's view is made (hub_layout ignores it)
+        installed = installed_checkout()
+        cmd = reachable_command([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)], scratch,
+                                [Path(sys.prefix), Path(sys.executable), REPO, Path(env["CANCHO_HUB_CHP"])],
+                                (REPO, installed) if installed and installed.resolve() != REPO.resolve() else None)
+        self.proc = subprocess.Popen(cmd, cwd=self.root, env=self.env(), stdout=log, stderr=subprocess.STDOUT,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         log.close()
         deadline = time.monotonic() + self.start_timeout
@@ -234,6 +292,13 @@ class Hub:
     def home(self, user: str) -> Path:
         return self.root / "users" / user
 
+    def private(self, user: str) -> Path:
+        """The student's runtime directory and build cache (deploy/jupyterhub/hub_layout.py)."""
+        return self.root / "private" / user
+
+    def unix_user(self, user: str) -> str:
+        return self.account_prefix + user
+
     def stop(self, timeout: float = 60.0) -> None:
         """SIGTERM the hub (it stops every server and its proxy) and wait for it."""
         if self.proc is None or self.proc.poll() is not None:
@@ -249,16 +314,23 @@ class Hub:
         return marked_processes(self.run_id)
 
     def kill_everything(self) -> int:
+        """Kill what is left of this run, then remove the students' accounts it made."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.kill()
             self.proc.wait(10)
-        return kill_marked(self.run_id)
+        left = kill_marked(self.run_id)
+        if os.geteuid() == 0:
+            sys.path.insert(0, str(CONFIG.parent))
+            from system_users import remove_accounts
+
+            remove_accounts(self.account_prefix)
+        return left
 
 
 @contextmanager
 def running_hub(root: Path | None = None, **kwargs) -> Iterator[Hub]:
     """A started hub; on the way out it is stopped and anything of it still alive is killed."""
-    with tempfile.TemporaryDirectory(prefix="cancho-hub-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="cancho-hub-", dir="/tmp") as tmp:
         hub = Hub(Path(root or tmp), **kwargs)
         try:
             hub.start()

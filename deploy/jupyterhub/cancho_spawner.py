@@ -1,62 +1,84 @@
-"""A local-process spawner for a cancho course: one directory per user, the kernel in safe mode.
+"""A local-process spawner for a cancho course: each student's server runs as their own Unix user.
 
-It runs each user's single-user server as the hub's own system user (no ``sudo``, no system
-accounts: it works as root in a container), in ``users_root/USERNAME``, which gets a copy of the
-course notebooks the first time. What keeps students apart and inside their directory is the
-cancho kernel's safe mode, which this spawner makes the only kernel a server offers, plus the
-server's own settings: no terminals, no other kernels, no per-user Jupyter or IPython
-configuration (a student could otherwise write a config file that runs Python at the next start).
-Memory and CPU limits are enforced by control groups when the hub may create them
-(:mod:`cgroup_limits`); the kernel's safe-mode caps bound every single run in any case.
+The standard JupyterHub way (``LocalProcessSpawner``: setgid, setgroups and setuid in the child
+before exec), with the accounts made by the hub itself on a student's first start
+(:mod:`system_users`: ``useradd --system``, a prefixed name, never an account the hub did not
+make) and every capability gone (an empty bounding set and ``no_new_privs`` before the uid
+changes). Root stays in the hub alone. The student's home ``users/NAME`` is theirs, ``0700``,
+and gets a copy of the course the first time (copied *as the student*, so a link planted there
+cannot make root write elsewhere); their runtime directory and build cache are private too, and
+outside the notebook view; Jupyter's, IPython's and matplotlib's configuration and the kernel's C
+helpers are hub-owned and read-only (:mod:`hub_layout`). The kernel runs in cancho's safe mode,
+the only kernel a server offers; the server runs Python without user site-packages (``-s``,
+``PYTHONNOUSERSITE=1``), so nothing a student writes runs at the next start. Memory and CPU
+limits are enforced by control groups when the hub may create them (:mod:`cgroup_limits`).
 
-Limitation: all users share one Unix user, so a cancho program with the ``Fs`` capability can
-open another user's files by absolute path (safe mode screens directive paths, not the paths a
-program computes at run time). docs/teaching.md says what that means for a course.
+A hub that is not root cannot change users: it runs every server as itself, as before, and logs
+that students are then separated only by the kernel's confinement (docs/teaching.md).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import re
-import shutil
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import psutil
-from jupyterhub.spawner import SimpleLocalProcessSpawner
+from jupyterhub.spawner import LocalProcessSpawner
 from traitlets import Bool, Integer, Unicode, default
 
 from cgroup_limits import UserGroups, find_controllers
+from hub_layout import HubLayout, safe_name
 from safe_kernelspec import SAFE_KERNEL, hub_kernelspec
+from system_users import StudentAccount, drop_to, ensure_account
 
 HERE = Path(__file__).resolve().parent
 # The server's own configuration (JUPYTER_CONFIG_DIR is hub-owned): no language servers (none
 # speaks cancho; jupyter-lsp costs start time and memory), no terminals.
 SERVER_CONFIG = {"ServerApp": {"jpserver_extensions": {"jupyter_lsp": False, "jupyter_server_terminals": False}}}
-# Files of the course directory that are not copied to students (hidden ones: caches, checkpoints).
-NOT_COPIED = shutil.ignore_patterns(".*", "__pycache__", "*.pyc")
+# Copies the course into the home, run as the student (files that are not copied: hidden ones,
+# caches, checkpoints).
+COPY_COURSE = ("import shutil, sys; shutil.copytree(sys.argv[1], '.', dirs_exist_ok=True, symlinks=True, "
+               "ignore=shutil.ignore_patterns('.*', '__pycache__', '*.pyc'))")
 
 
-class CanchoSpawner(SimpleLocalProcessSpawner):
-    """One directory per user under ``users_root``; the cancho kernel in safe mode; limits."""
+class CanchoSpawner(LocalProcessSpawner):
+    """Each student's server as their own Unix user; the cancho kernel in safe mode; limits."""
 
     users_root = Unicode("/srv/cancho/users", config=True,
                          help="Directory holding one home directory per user (made on first start).")
     state_root = Unicode("/srv/cancho/state", config=True,
-                         help="Hub-owned directory for the kernelspec and each server's Jupyter "
-                              "configuration, data and runtime directories (outside the users' homes).")
+                         help="The hub's private directory (root only). Its parent is the hub root "
+                              "(users/, share/, private/: hub_layout.py).")
     course_dir = Unicode("", config=True,
                          help="Directory whose contents are copied into a user's home the first time "
                               "their server starts (empty: nothing is copied).")
+    account_prefix = Unicode("cancho-", config=True,
+                             help="Students' Unix accounts are PREFIX + their hub name (made by the hub).")
+    helper_dir = Unicode("", config=True,
+                         help="Prebuilt, root-owned C helpers given to every kernel as CANCHO_HELPER_DIR "
+                              "(empty: each student's kernel builds its own into its private cache).")
     safe_mode = Bool(True, config=True,
                      help="Start kernels in cancho's safe mode. Turn off only for a trusted class.")
     idle_timeout = Integer(3600, config=True,
                            help="Seconds after which an idle kernel is shut down and a server with no "
                                 "activity stops itself (0: never).")
 
-    @default("home_dir")
-    def _home(self) -> str:
-        return str(Path(self.users_root) / _safe_name(self.user.name))
+    @property
+    def layout(self) -> HubLayout:
+        return HubLayout(Path(self.state_root).parent)
+
+    @property
+    def home_dir(self) -> str:
+        return str(Path(self.users_root) / safe_name(self.user.name))
+
+    @property
+    def as_root(self) -> bool:
+        """Only a root hub can give each student their own Unix user."""
+        return os.geteuid() == 0
 
     @default("env_keep")
     def _env_keep_default(self) -> list[str]:
@@ -68,16 +90,21 @@ class CanchoSpawner(SimpleLocalProcessSpawner):
     def _no_user_config(self) -> bool:
         return True
 
+    @default("cmd")
+    def _server_cmd(self) -> list[str]:
+        # -s: no user site-packages (a .pth in ~/.local would run in the server).
+        return [sys.executable, "-s", "-m", "jupyterhub.singleuser"]
+
     @default("args")
     def _server_args(self) -> list[str]:
         return [
-            "--ServerApp.allow_root=True",
             "--ServerApp.terminals_enabled=False",
             "--ServerApp.kernel_spec_manager_class=cancho_singleuser.CourseKernelSpecManager",
             f"--KernelSpecManager.allowed_kernelspecs={SAFE_KERNEL}",
             "--KernelSpecManager.ensure_native_kernel=False",
             f"--MappingKernelManager.default_kernel_name={SAFE_KERNEL}",
             "--ContentsManager.allow_hidden=False",
+            *([] if self.as_root else ["--ServerApp.allow_root=True"]),
         ]
 
     def get_args(self) -> list[str]:
@@ -94,33 +121,52 @@ class CanchoSpawner(SimpleLocalProcessSpawner):
         share a user's group."""
         return "cancho-hub-" + hashlib.sha256(str(Path(self.state_root).resolve()).encode()).hexdigest()[:12]
 
-    # -- paths ------------------------------------------------------------------------------------
+    # -- the student's account and directories ----------------------------------------------------
 
-    @property
-    def user_state(self) -> Path:
-        return Path(self.state_root) / "users" / _safe_name(self.user.name)
+    def _account(self) -> StudentAccount | None:
+        if not self.as_root:
+            return None
+        return ensure_account(self.account_prefix, self.user.name, Path(self.home_dir))
 
-    def _prepare_home(self) -> None:
-        """Make the home directory; copy the course into it once (a marker file remembers)."""
-        home = Path(self.home_dir)
-        home.mkdir(parents=True, exist_ok=True)
-        marker = self.user_state / "course-copied"
+    def _prepare_home(self, account: StudentAccount | None) -> None:
+        """The student's directories; the course copied into the home once, as the student."""
+        layout = self.layout
+        layout.prepare_student(account, self.user.name)
+        marker = layout.marker(self.user.name)
         if self.course_dir and not marker.exists():
-            shutil.copytree(self.course_dir, home, dirs_exist_ok=True, ignore=NOT_COPIED)
+            home = Path(self.home_dir)
+            subprocess.run([sys.executable, "-I", "-c", COPY_COURSE, self.course_dir], cwd=home, check=True,
+                           timeout=300, stdin=subprocess.DEVNULL, env={"PATH": os.defpath},
+                           preexec_fn=drop_to(account, home) if account else None)
             marker.parent.mkdir(parents=True, exist_ok=True)
             marker.write_text(self.course_dir + "\n")
+            layout.prepare_student(account, self.user.name)  # copytree gave the home the course's mode
 
     def user_env(self, env: dict) -> dict:
-        env = super().user_env(env)
-        state = self.user_state
-        for key, sub in (("JUPYTER_CONFIG_DIR", "config"), ("JUPYTER_RUNTIME_DIR", "runtime"),
-                         ("IPYTHONDIR", "ipython"), ("MPLCONFIGDIR", "matplotlib")):
-            env[key] = str(state / sub)
-        env["JUPYTER_DATA_DIR"] = str(Path(self.state_root) / "jupyter-data")
+        """HOME and USER of the student's account; Jupyter's directories from the hub's layout."""
+        layout, name = self.layout, self.user.name
+        account = getattr(self, "_student", None)
+        env["USER"] = env["LOGNAME"] = account.unix_name if account else name
+        env["HOME"] = self.home_dir
+        env["SHELL"] = "/usr/sbin/nologin"
+        private = layout.private(name)
+        env.update({
+            "JUPYTER_CONFIG_DIR": str(layout.share / "jupyter-config"),
+            "JUPYTER_DATA_DIR": str(layout.share / "jupyter-data"),
+            "IPYTHONDIR": str(layout.share / "ipython"),
+            "MPLCONFIGDIR": str(layout.share / "matplotlib"),
+            "JUPYTER_RUNTIME_DIR": str(private / "runtime"),
+            "XDG_CACHE_HOME": str(private / "cache"),
+            "JUPYTERLAB_WORKSPACES_DIR": str(private / "lab" / "workspaces"),
+            "JUPYTERLAB_SETTINGS_DIR": str(private / "lab" / "settings"),
+        })
         env.pop("JUPYTER_PATH", None)
         env.pop("JUPYTER_CONFIG_PATH", None)
         env["PYTHONPATH"] = str(HERE)  # cancho_singleuser, for the server (the kernel runs with -I)
         env["PYTHONSAFEPATH"] = "1"  # no Python process imports from the student's directory
+        env["PYTHONNOUSERSITE"] = "1"  # nor from ~/.local (the JIT worker, any Python the kernel starts)
+        if self.helper_dir:
+            env["CANCHO_HELPER_DIR"] = self.helper_dir
         if self.safe_mode:
             env["CANCHO_SAFE"] = "1"
         return env
@@ -128,13 +174,17 @@ class CanchoSpawner(SimpleLocalProcessSpawner):
     # -- start and stop ---------------------------------------------------------------------------
 
     async def start(self):
-        self._prepare_home()
-        for sub in ("config", "runtime", "ipython", "matplotlib"):
-            (self.user_state / sub).mkdir(parents=True, exist_ok=True)
-        (self.user_state / "config" / "jupyter_server_config.json").write_text(json.dumps(SERVER_CONFIG, indent=1))
+        self._student = self._account()
+        if self._student is None:
+            self.log.warning("the hub is not root: %s's server runs as the hub's own user, students are "
+                             "separated only by the kernel's confinement", self.user.name)
+        self.layout.prepare()
+        self._prepare_home(self._student)
+        (self.layout.share / "jupyter-config" / "jupyter_server_config.json").write_text(
+            json.dumps(SERVER_CONFIG, indent=1))
         if self.safe_mode:
-            hub_kernelspec(Path(self.state_root) / "jupyter-data")
-        group = f"{self.cgroup_prefix}-{_safe_name(self.user.name)}"
+            hub_kernelspec(self.layout.share / "jupyter-data")
+        group = f"{self.cgroup_prefix}-{safe_name(self.user.name)}"
         self._groups = UserGroups.create(find_controllers(), group, self.mem_limit, self.cpu_limit)
         if (self.mem_limit or self.cpu_limit) and not self._groups.enforced:
             self.log.warning("mem_limit/cpu_limit for %s are not enforced: no writable cgroup "
@@ -142,14 +192,20 @@ class CanchoSpawner(SimpleLocalProcessSpawner):
         return await super().start()
 
     def make_preexec_fn(self, name):
-        base = super().make_preexec_fn(name)
-        groups = self._groups
+        """Join the student's control groups (as root), then become the student."""
+        groups, home = self._groups, Path(self.home_dir)
+        account = getattr(self, "_student", None)
+        drop = drop_to(account, home) if account else (lambda: os.chdir(home))
 
         def preexec() -> None:
             groups.join()
-            base()
+            drop()
 
         return preexec
+
+    async def move_certs(self, paths):
+        """Internal SSL is not used by this hub (its certificates would go into the home)."""
+        return paths
 
     async def stop(self, now: bool = False) -> None:
         """Stop the server, then anything it left: kernels, JIT workers, their runs."""
@@ -172,9 +228,3 @@ class CanchoSpawner(SimpleLocalProcessSpawner):
             return psutil.Process(self.pid).children(recursive=True)
         except psutil.Error:
             return []
-
-
-def _safe_name(name: str) -> str:
-    """A user name as one path component (JupyterHub names may hold characters a path must not)."""
-    cleaned = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
-    return cleaned if cleaned not in ("", ".", "..") else "_"

@@ -22,6 +22,7 @@ CANCHO_HUB_CHP             configurable-http-proxy executable                   
 CANCHO_HUB_IDLE_CULL       stop servers idle this many seconds (0: never)           3600
 CANCHO_HUB_START_TIMEOUT   seconds a user's server may take to start               120
 CANCHO_HUB_SAFE            ``0`` turns the kernel's safe mode off (trusted class)  1
+CANCHO_HUB_ACCOUNT_PREFIX  students' Unix accounts are PREFIX + hub name            cancho-
 =========================  =====================================================  ==================
 """
 
@@ -39,7 +40,10 @@ c = get_config()  # noqa: F821 (provided by JupyterHub when it loads this file)
 env = os.environ.get
 root = Path(env("CANCHO_HUB_ROOT", "/srv/cancho")).resolve()
 state = root / "state"
-state.mkdir(parents=True, exist_ok=True, mode=0o700)
+from hub_layout import HubLayout  # noqa: E402
+
+layout = HubLayout(root)
+layout.prepare()  # root owns all but the students' own directories; state/ is root's alone
 
 # -- the hub and its proxy ------------------------------------------------------------------------
 c.JupyterHub.ip = env("CANCHO_HUB_IP", "127.0.0.1")
@@ -89,6 +93,11 @@ sweep_stale()  # empty per-user control groups an earlier hub left behind
 c.JupyterHub.spawner_class = "cancho_spawner.CanchoSpawner"
 c.CanchoSpawner.users_root = str(root / "users")
 c.CanchoSpawner.state_root = str(state)
+c.CanchoSpawner.account_prefix = env("CANCHO_HUB_ACCOUNT_PREFIX", "cancho-")
+from prebuilt_helpers import prebuild  # noqa: E402
+
+if prebuild(layout.helpers):  # the kernels' C helpers, built once by root, read-only to students
+    c.CanchoSpawner.helper_dir = str(layout.helpers)
 course = env("CANCHO_HUB_COURSE", str(HERE.parent.parent / "notebooks"))
 c.CanchoSpawner.course_dir = course if Path(course).is_dir() else ""
 c.CanchoSpawner.safe_mode = env("CANCHO_HUB_SAFE", "1") != "0"
@@ -98,7 +107,6 @@ c.CanchoSpawner.default_url = "/lab"
 # A server starts in ~4 s alone (2.5 CPU s, mostly imports); twenty at once on two busy cores
 # took over two minutes in benchmarks/hub_load.py: raise this for a class that logs in together.
 c.CanchoSpawner.start_timeout = c.CanchoSpawner.http_timeout = int(env("CANCHO_HUB_START_TIMEOUT", "120"))
-c.CanchoSpawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
 
 # -- idle servers -----------------------------------------------------------------------------------
 # The server stops its own idle kernels and then itself: no culler service to run.

@@ -29,6 +29,7 @@ import os
 import shutil
 import stat
 import subprocess
+from functools import lru_cache
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -84,8 +85,25 @@ def c_compiler() -> list[str] | None:
 
 
 def _trusted(st: os.stat_result) -> bool:
-    """Owned by root or this user, and writable by nobody else."""
-    return st.st_uid in (0, os.geteuid()) and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    """Owned by root or this user, and writable by nobody else. Inside a user namespace (the
+    safe-mode sandbox) a root-owned helper shows as the overflow uid: an owner no process in the
+    namespace can act as, so it is as unwritable there as root's file is outside."""
+    owners = (0, os.geteuid(), *_unmapped_owner())
+    return st.st_uid in owners and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+@lru_cache(maxsize=1)
+def _unmapped_owner() -> tuple[int, ...]:
+    """The overflow uid when this process is in a user namespace that does not map every uid
+    (the sandbox's); empty in the initial namespace, where that uid is an ordinary user."""
+    try:
+        mapping = Path("/proc/self/uid_map").read_text().split()
+        overflow = int(Path("/proc/sys/kernel/overflowuid").read_text())
+    except (OSError, ValueError):
+        return ()
+    if mapping[:3] == ["0", "0", "4294967295"]:
+        return ()
+    return (overflow,)
 
 
 def _read_manifest(directory: Path) -> dict[str, str]:
