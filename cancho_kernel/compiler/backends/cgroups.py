@@ -202,12 +202,14 @@ def _remove_stale(base: str, kind: CgroupKind) -> None:
         return
     for name in names:
         m = pattern.match(name)
-        if m is None or int(m.group(1)) == os.getpid() or _alive(int(m.group(1))):
+        if m is None or int(m.group(1)) == os.getpid() or pid_alive(int(m.group(1))):
             continue
         RunCgroup(os.path.join(base, name), kind).remove()
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of that pid exists (one we may not signal counts as alive): the owner
+    of a stale run directory or group is gone only when this says so."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -967,16 +967,6 @@ def owned_temp_prefix(kind: str) -> str:
     return f"{prefix}{os.getpid()}-"
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def remove_stale_dirs(base: str | None = None, owner: int | None = None) -> list[str]:
     """Remove this user's cancho temporary directories whose owner process is gone (a process
     killed by SIGKILL cannot clean up after itself), and with ``owner`` those of that process
@@ -990,7 +980,7 @@ def remove_stale_dirs(base: str | None = None, owner: int | None = None) -> list
         return removed
     for name in names:
         m = pattern.match(name)
-        if not m or (int(m.group(1)) != owner and _alive(int(m.group(1)))):
+        if not m or (int(m.group(1)) != owner and cgroups.pid_alive(int(m.group(1)))):
             continue
         path = os.path.join(base, name)
         try:
