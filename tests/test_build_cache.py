@@ -172,10 +172,15 @@ def test_a_missing_linker_is_still_an_environment_failure(counts, program, tmp_p
     assert code == cli.EXIT_ENVIRONMENT and "no-such-cc" in capsys.readouterr().err
 
 
-def test_safe_mode_is_part_of_the_key(counts, tmp_path, capsys):
+def test_safe_mode_is_part_of_the_key(counts, tmp_path, capsys, monkeypatch):
+    """A build cached without safe mode is not reused to slip past safe mode's refusal. The
+    refusal of foreign code applies where the sandbox cannot start (compiler/policy.py), so the
+    probe is replaced: with a sandbox the program would rightly build and run inside it."""
+    from cancho_kernel.compiler.backends import sandbox
     src = tmp_path / "pid.cho"
     src.write_text(GETPID)
     assert build(tmp_path, src)[0] == 0
+    monkeypatch.setattr(sandbox, "probe", lambda: sandbox.SandboxProbe(False, "no bwrap (test)"))
     code, _ = build(tmp_path, src, extra=("--safe",))
     assert code == cli.EXIT_REFUSED and "unsafe-in-safe-mode" in capsys.readouterr().err
 
