@@ -640,6 +640,8 @@ def nbval_as_student(hub: Hub, user: str, notebook: str) -> "subprocess.Complete
 
     server = processes_of(hub, user)[0]
     env = {k: v for k, v in server.environ().items() if not k.startswith(("JUPYTERHUB_", "JPY_"))}
+    # The stored outputs are the baseline CPU's (docs/claims.md), as in tests/test_notebooks.py.
+    env["CANCHO_CPU"] = "baseline"
     entry = pwd.getpwnam(hub.unix_user(user))
     cmd = ["nsenter", "--mount", "--target", str(hub.proc.pid), "setpriv", f"--reuid={entry.pw_uid}",
            f"--regid={entry.pw_gid}", "--clear-groups", "--inh-caps=-all", "--bounding-set=-all",

@@ -23,6 +23,7 @@ import pytest
 
 from cancho_kernel.compiler import api, policy
 from cancho_kernel.compiler.backends import sandbox
+from cancho_kernel.compiler.backends.sandbox import SandboxSpec
 from cancho_kernel.compiler.backends.jit import JitWorker, JitWorkerDied
 from cancho_kernel.compiler.backends.jit_sandbox import package_root
 from cancho_kernel.compiler.backends.jit_worker import CacheBounds
@@ -403,3 +404,24 @@ def test_a_safe_kernel_runs_jit_cells_in_the_sandboxed_worker(cancho_kernelspec,
             os.kill(pid, signal.SIGKILL)
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_the_kernels_cpu_choice_reaches_the_sandboxed_worker(monkeypatch, home):
+    """The sandbox clears the environment; `CANCHO_CPU` must still reach the worker, or a safe
+    kernel started with `CANCHO_CPU=baseline` would compile its JIT cells for the host (found when
+    the hub ran the baseline-stored notebooks). The spec the worker starts in carries it."""
+    from cancho_kernel.compiler.backends import jit as jit_module
+
+    seen: list[SandboxSpec] = []
+
+    def capture(spec, argv, fds, env):
+        seen.append(spec)
+        raise OSError("captured")
+
+    monkeypatch.setattr(jit_module, "start_sandboxed", capture)
+    monkeypatch.setenv("CANCHO_CPU", "baseline")
+    worker = JitWorker()
+    spec = sandbox.SandboxSpec(writable=(str(home),), cwd=str(home))
+    with pytest.raises(JitWorkerDied):
+        worker._spawn(0, spec)
+    assert seen and ("CANCHO_CPU", "baseline") in seen[0].env

@@ -28,6 +28,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from .. import cpu
 from . import sandbox as sandboxes
 from .sandbox import SandboxSpec
 
@@ -206,7 +207,11 @@ class JitWorker:
         argv = worker_command(self._python, args, unbuffered=env.get("PYTHONUNBUFFERED", "") != "")
         if spec is not None:
             try:
-                inside = sandbox_for_worker(spec, self._python, child, self._env)
+                # The sandbox clears the environment: the code-generation choices the kernel
+                # was started with (the CPU) go in by name, or the worker would compile for
+                # another CPU than the kernel's caches are keyed on.
+                chosen = {cpu.ENV: os.environ[cpu.ENV]} if cpu.ENV in os.environ else {}
+                inside = sandbox_for_worker(spec, self._python, child, {**chosen, **self._env})
                 return start_sandboxed(inside, argv, [fd], env)
             except OSError as e:
                 raise JitWorkerDied(f"the JIT worker cannot start in the sandbox: {e}") from e
