@@ -12,6 +12,7 @@ values are checked. The image definition is checked against the repo2docker file
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import re
 import sys
 import types
@@ -118,7 +119,10 @@ def pod_manifest(config: Config):
                               _mock=True)
         return spawner, await spawner.get_pod_manifest()
 
-    return asyncio.run(make())
+    # On a thread of its own: an earlier test in the same process may leave an event loop running
+    # in this one, where asyncio.run refuses to start (seen in the full suite, not alone).
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(asyncio.run, make()).result()
 
 
 def test_the_config_gives_each_student_a_safe_cancho_pod(values):
