@@ -387,19 +387,28 @@ class _Refused(Exception):
 
 
 def cmd_check(inv: Invocation) -> int:
-    from .compiler.backends import native
-
-    compiled = _compile(inv)
-    ir, diags = compiled.ir, compiled.diagnostics
-    if ir is not None:  # like the reference, generate the object and discard it
-        try:
-            _backend(inv, lambda: native.emit_object(ir, inv.target))
-        except _Refused as refused:
-            diags = refused.diags
+    """Check only: the front end's verdict, with no code generated (lowering and LLVM are most
+    of a build's time, and every refusal a user can cause is the checker's; a failure of ours
+    in code generation is `build`'s to report, as rule `internal`)."""
+    diags = _checked(inv)
     if inv.json:
         _write_stdout(render_json(diags))
         return EXIT_REFUSED if diags else EXIT_OK
     return _refuse(diags) if diags else EXIT_OK
+
+
+def _checked(inv: Invocation) -> list[Diagnostic]:
+    """The program's refusals (safe mode's included), from the checker alone."""
+    loaded = _load(inv)
+    if loaded.diagnostics:
+        return loaded.diagnostics
+    try:
+        result = api.check_sources(loaded.sources, target=inv.target)
+    except Exception as exc:  # noqa: BLE001 - never a traceback
+        return [_internal(inv, "to check", exc)]
+    if result.diagnostics:
+        return list(result.diagnostics)
+    return safe_mode_refusals(result.program) if inv.safe else []
 
 
 def cmd_authority(inv: Invocation) -> int:

@@ -119,10 +119,11 @@ def test_unreadable_input(tmp_path, capsys):
 
 
 def test_compiler_exception_is_internal_not_a_traceback(src, capsys, monkeypatch):
-    def boom(sources):
+    def boom(sources, **_):
         raise RuntimeError("kaboom")
 
     monkeypatch.setattr(api, "compile_sources", boom)
+    monkeypatch.setattr(api, "check_sources", boom)
     code, out, err = cancho("check", src, capsys=capsys)
     assert code == 1 and "Traceback" not in err
     assert "kaboom" in err and "bug in cancho" in err
@@ -136,7 +137,7 @@ def test_compiler_exception_is_internal_not_a_traceback(src, capsys, monkeypatch
 def test_invalid_ir_is_internal(src, capsys, monkeypatch):
     monkeypatch.setattr(api, "compile_sources",
                         lambda sources: CompileResult([], "define i64 @f() {\n ret i32 0\n}\n"))
-    for command in ("check", "ir", "asm", "build", "run"):
+    for command in ("ir", "asm", "build", "run"):
         code, out, err = cancho(command, src, capsys=capsys)
         assert code == 1, command
         assert "error: the compiler failed to generate code" in err
@@ -247,8 +248,23 @@ def test_usage_text_points_at_documents_that_exist(capsys):
         assert doc in out and (REPO / doc).is_file()
 
 
-def test_check_success_text_and_json(src, capsys, monkeypatch):
-    monkeypatch.setattr(api, "compile_sources", lambda sources: CompileResult([], HELLO))
+def test_check_stops_after_the_checker(capsys, monkeypatch):
+    """`check` is the front end only (issue 28: it used to lower and run LLVM's O2 and throw the
+    object away, the cost of a whole build): nothing after the checker runs."""
+    def no_codegen(*_a, **_k):
+        raise AssertionError("check generated code")
+
+    monkeypatch.setattr(api, "compile_sources", no_codegen)
+    from cancho_kernel.compiler.backends import native
+    monkeypatch.setattr(native, "emit_object", no_codegen)
+    src = str(REPO / "examples" / "hello.cho")
+    assert cancho("check", src, capsys=capsys) == (0, "", "")
+    assert cancho("check", src, "--output", "json", capsys=capsys) == (
+        0, '{\n  "refused": []\n}\n', "")
+
+
+def test_check_success_text_and_json(capsys):
+    src = str(REPO / "examples" / "hello.cho")
     assert cancho("check", src, capsys=capsys) == (0, "", "")
     assert cancho("check", src, "--output", "json", capsys=capsys) == (
         0, '{\n  "refused": []\n}\n', "")
