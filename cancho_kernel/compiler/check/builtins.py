@@ -49,7 +49,8 @@ dir_list dir_next dir_stat dir_open_new dir_open_append dir_rename dir_remove di
 dir_list_close""")
 _add(7, """float_of_bits exec_spawn exec_spawn_in child_wait child_kill pipe_open pipe_read
 pipe_write pipe_nonblocking pipe_close child_end_close poller_add_pipe poller_add_child dir_mode
-dir_own_mode dir_rename_new hw_aes_gcm aes_encrypt_block ghash_update mul_wide add_carry sub_borrow""")
+dir_own_mode dir_rename_new hw_aes_gcm aes_encrypt_block ghash_update aes_ctr32 ghash_powers gcm_tag
+gcm_tag_diff mul_wide add_carry sub_borrow""")
 _add(8, "load_le64 byte_mask64 trailing_zeros leading_zeros popcount")
 
 # Prelude type names (capabilities, handles, result enums, scalars) and their editions.
@@ -200,6 +201,14 @@ SIGNATURES: dict[str, str] = {
     "aes_encrypt_block": ("fn aes_encrypt_block[&k, &b, &o](round_keys: &k [byte], rounds: int, block: &b [byte], "
                           "out: &!o [byte]) -> [] int"),
     "ghash_update": "fn ghash_update[&h, &y, &d](h: &h [byte], y: &!y [byte], data: &d [byte]) -> [] int",
+    # The multi-block ones of the reference's docs/gcm-wide.md (counter mode, GHASH's powers, the tag).
+    "aes_ctr32": ("fn aes_ctr32[&k, &n, &i, &o](round_keys: &k [byte], rounds: int, nonce: &n [byte], counter: int, "
+                  "input: &i [byte], out: &!o [byte]) -> [] int"),
+    "ghash_powers": "fn ghash_powers[&h, &t](h: &h [byte], table: &!t [byte]) -> [] int",
+    "gcm_tag": ("fn gcm_tag[&k, &t, &n, &a, &x, &o](round_keys: &k [byte], rounds: int, table: &t [byte], "
+                "nonce: &n [byte], aad: &a [byte], text: &x [byte], tag: &!o [byte]) -> [] int"),
+    "gcm_tag_diff": ("fn gcm_tag_diff[&k, &t, &n, &a, &x, &e](round_keys: &k [byte], rounds: int, table: &t [byte], "
+                     "nonce: &n [byte], aad: &a [byte], text: &x [byte], expected: &e [byte]) -> [] int"),
 }
 
 # Builtins whose first argument borrows a capability with a literal and whose label carries that

@@ -701,12 +701,21 @@ def _needs_the_system(args: list, e: ast.Call):
 
 
 @EVALUATIONS.register("hw_aes_gcm")
-def _hw_aes_gcm(args: list, e: ast.Call) -> bool:
-    """The compiled builtin's answer (codegen/crypto.py: software, so no hardware path)."""
-    return False
+def _hw_aes_gcm(args: list, e: ast.Call):
+    """The answer is the CPU's the program runs on (codegen/crypto_hw.py), which compiling
+    cannot know: a static holding it would be the compiling machine's."""
+    raise Refusal(Rule.STATIC_ITEM, "a static cannot call `hw_aes_gcm`: it answers for the CPU the program "
+                  "runs on", e.span)
 
 
-@EVALUATIONS.register("aes_encrypt_block", "ghash_update")
+@EVALUATIONS.register("aes_encrypt_block", "ghash_update", "aes_ctr32", "ghash_powers", "gcm_tag")
 def _writes_its_output(args: list, e: ast.Call):
-    """Both write into a unique slice, which a static's evaluation never holds."""
+    """These write into a unique slice, which a static's evaluation never holds."""
     raise Refusal(Rule.STATIC_ITEM, f"a static cannot call `{e.callee.name}`: it writes into a buffer", e.span)
+
+
+@EVALUATIONS.register("gcm_tag_diff")
+def _needs_the_cpu(args: list, e: ast.Call):
+    """The CPU's instructions only (codegen/crypto_hw.py): nothing for compiling to run."""
+    raise Refusal(Rule.STATIC_ITEM, "a static cannot call `gcm_tag_diff`: it runs on the CPU's AES "
+                  "instructions, at run time", e.span)

@@ -1,10 +1,13 @@
-"""Lowering the block-cipher builtins of edition 7 (`hw_aes_gcm`, `aes_encrypt_block`,
-`ghash_update`) in portable software that takes the same time whatever the data: no table is
-indexed by a secret (the S-box is an inversion in GF(2^8) by multiplications with masks) and no
-branch depends on one. So `hw_aes_gcm()` answers false (no hardware instruction is used, and a
-program that asks first takes its own software path), while the other two compute exactly the
-FIPS-197 cipher and GCM's GHASH step, so a program that calls them anyway gets the reference's
-bytes. Wrong lengths (or `rounds` not 10, 12 or 14) trap, as an index out of bounds does.
+"""Lowering the block-cipher builtins of edition 7: `hw_aes_gcm`, `aes_encrypt_block`,
+`ghash_update`, and the reference's multi-block `aes_ctr32`, `ghash_powers`, `gcm_tag` and
+`gcm_tag_diff` (its `docs/gcm-wide.md`). Where the CPU has AES and carry-less multiply
+(``crypto_hw.py``, x86-64) `hw_aes_gcm()` is true and every one of them runs on those
+instructions. Elsewhere `aes_encrypt_block` and `ghash_update` still give FIPS-197's and GCM's
+bytes, in portable software that takes the same time whatever the data (no table indexed by a
+secret: the S-box is an inversion in GF(2^8) by masked multiplications; no branch on one), and
+the four multi-block builtins trap, as the reference's do without the instructions: a program
+asks `hw_aes_gcm()` first, as `std.gcm` does. Wrong lengths (or `rounds` not 10, 12 or 14) trap,
+as an index out of bounds does.
 
 The work is in three internal functions, defined once per module on first use.
 """
@@ -14,6 +17,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..check.builtins import LOWERINGS
+from . import crypto_hw
 from .layout import I1, I8, I64, PTR
 
 I128 = ir.IntType(128)
@@ -196,45 +200,148 @@ def _ghash_function(module: ir.Module) -> ir.Function:
     return f
 
 
+def _hardware(self) -> bool:
+    """Whether this module builds the CPU path (``crypto_hw.py``): the host, on x86-64."""
+    return not self.rt.target.is_wasi and crypto_hw.supported_here()
+
+
+def _has_hardware(self) -> ir.Value:
+    """At run time: whether the CPU has the instructions (false where none is built)."""
+    if not _hardware(self):
+        return ir.Constant(I1, 0)
+    return crypto_hw.probe(self.rt.module, self.b)
+
+
 @LOWERINGS.register("hw_aes_gcm")
 def bi_hw_aes_gcm(self, e, args):
-    """False: these builtins are this compiler's constant-time software, not the CPU's AES."""
-    return ir.Constant(I1, 0)
+    """Whether the CPU has AES, carry-less multiply and SSSE3 (x86-64: CPUID, asked once)."""
+    return _has_hardware(self)
 
 
-def _trap_unless_len(self, s: ir.Value, want: int) -> None:
-    self.gen.trap_if(self.b.icmp_signed("!=", self.b.extract_value(s, 1), ir.Constant(I64, want)))
+def _trap_unless_len(self, s: ir.Value, want) -> None:
+    want = want if isinstance(want, ir.Value) else ir.Constant(I64, want)
+    self.gen.trap_if(self.b.icmp_signed("!=", self.b.extract_value(s, 1), want))
+
+
+def _trap_unless_key(self, keys: ir.Value, rounds: ir.Value) -> None:
+    """`rounds` 10, 12 or 14 and the key `16 * (rounds + 1)` bytes, else a trap."""
+    b = self.b
+    known = b.or_(b.or_(b.icmp_signed("==", rounds, ir.Constant(I64, 10)),
+                        b.icmp_signed("==", rounds, ir.Constant(I64, 12))),
+                  b.icmp_signed("==", rounds, ir.Constant(I64, 14)))
+    self.gen.trap_if(b.xor(known, ir.Constant(I1, 1)))
+    _trap_unless_len(self, keys, b.mul(b.add(rounds, ir.Constant(I64, 1)), ir.Constant(I64, 16)))
+
+
+def _trap_unless_hardware(self) -> None:
+    """The builtins that exist only as the CPU's instructions trap where it lacks them, as the
+    reference's call site does on a target without them (`hw_aes_gcm()` says which)."""
+    self.gen.trap_if(self.b.xor(_has_hardware(self), ir.Constant(I1, 1)))
+
+
+def _either(self, hardware: ir.Function, software: ir.Function, operands: list) -> None:
+    """Call the CPU's version when it has the instructions, else the software one."""
+    if not _hardware(self):
+        self.b.call(software, operands)
+        return
+    with self.b.if_else(crypto_hw.probe(self.rt.module, self.b)) as (hw, sw):
+        with hw:
+            self.b.call(hardware, operands)
+        with sw:
+            self.b.call(software, operands)
+
+
+def _ptr(self, s: ir.Value) -> ir.Value:
+    return self.b.extract_value(s, 0)
 
 
 @LOWERINGS.register("aes_encrypt_block")
 def bi_aes_encrypt_block(self, e, args):
     """Traps unless `rounds` is 10, 12 or 14, the key is 16 * (rounds + 1) bytes and the block
-    and `out` are 16; then encrypts. Answers 0."""
-    b = self.b
+    and `out` are 16; then encrypts (AES-NI where the CPU has it). Answers 0."""
     keys, rounds, block, out = args
-    known = b.or_(b.or_(b.icmp_signed("==", rounds, ir.Constant(I64, 10)),
-                        b.icmp_signed("==", rounds, ir.Constant(I64, 12))),
-                  b.icmp_signed("==", rounds, ir.Constant(I64, 14)))
-    self.gen.trap_if(b.xor(known, ir.Constant(I1, 1)))
-    want = b.mul(b.add(rounds, ir.Constant(I64, 1)), ir.Constant(I64, 16))
-    self.gen.trap_if(b.icmp_signed("!=", b.extract_value(keys, 1), want))
+    _trap_unless_key(self, keys, rounds)
     _trap_unless_len(self, block, 16)
     _trap_unless_len(self, out, 16)
-    f = _encrypt_function(self.rt.module)
-    b.call(f, [b.extract_value(keys, 0), rounds, b.extract_value(block, 0), b.extract_value(out, 0)])
+    software = _encrypt_function(self.rt.module)
+    hardware = crypto_hw.encrypt_block(self.rt.module) if _hardware(self) else software
+    _either(self, hardware, software, [_ptr(self, keys), rounds, _ptr(self, block), _ptr(self, out)])
     return ir.Constant(I64, 0)
 
 
 @LOWERINGS.register("ghash_update")
 def bi_ghash_update(self, e, args):
     """Traps unless `h` and `y` are 16 bytes and `data` whole blocks; then folds every block
-    of `data` into `y`. Answers 0."""
+    of `data` into `y` (carry-less multiply where the CPU has it). Answers 0."""
     b = self.b
     h, y, data = args
     _trap_unless_len(self, h, 16)
     _trap_unless_len(self, y, 16)
     n = b.extract_value(data, 1)
     self.gen.trap_if(b.icmp_signed("!=", b.and_(n, ir.Constant(I64, 15)), ir.Constant(I64, 0)))
-    f = _ghash_function(self.rt.module)
-    b.call(f, [b.extract_value(h, 0), b.extract_value(y, 0), b.extract_value(data, 0), n])
+    software = _ghash_function(self.rt.module)
+    hardware = crypto_hw.ghash_blocks(self.rt.module) if _hardware(self) else software
+    _either(self, hardware, software, [_ptr(self, h), _ptr(self, y), _ptr(self, data), n])
     return ir.Constant(I64, 0)
+
+
+@LOWERINGS.register("aes_ctr32")
+def bi_aes_ctr32(self, e, args):
+    """Counter mode (the reference's `docs/gcm-wide.md` 3.1): traps on a bad key or round
+    count, a nonce not 12 bytes, a counter outside 0..2^32, or `input` and `out` of different
+    lengths, and where the CPU lacks the instructions. Answers 0."""
+    b = self.b
+    keys, rounds, nonce, counter, data, out = args
+    _trap_unless_key(self, keys, rounds)
+    _trap_unless_len(self, nonce, 12)
+    self.gen.trap_if(b.icmp_unsigned(">=", counter, ir.Constant(I64, 1 << 32)))
+    n = b.extract_value(data, 1)
+    _trap_unless_len(self, out, n)
+    _trap_unless_hardware(self)
+    f = crypto_hw.ctr32(self.rt.module)
+    b.call(f, [_ptr(self, keys), rounds, _ptr(self, nonce), counter, _ptr(self, data), _ptr(self, out), n])
+    return ir.Constant(I64, 0)
+
+
+@LOWERINGS.register("ghash_powers")
+def bi_ghash_powers(self, e, args):
+    """H^1 .. H^8 for `gcm_tag` (16-byte `h`, 128-byte `table`), where the CPU has the
+    instructions; a trap otherwise. Answers 0."""
+    h, table = args
+    _trap_unless_len(self, h, 16)
+    _trap_unless_len(self, table, 128)
+    _trap_unless_hardware(self)
+    self.b.call(crypto_hw.powers(self.rt.module), [_ptr(self, h), _ptr(self, table)])
+    return ir.Constant(I64, 0)
+
+
+def _tag(self, args) -> ir.Value:
+    """The checks `gcm_tag` and `gcm_tag_diff` share, then the tag as a block."""
+    b = self.b
+    keys, rounds, table, nonce, aad, text, last = args
+    _trap_unless_key(self, keys, rounds)
+    _trap_unless_len(self, table, 128)
+    _trap_unless_len(self, nonce, 12)
+    _trap_unless_len(self, last, 16)
+    _trap_unless_hardware(self)
+    f = crypto_hw.tag_value(self.rt.module)
+    return b.call(f, [_ptr(self, keys), rounds, _ptr(self, table), _ptr(self, nonce), _ptr(self, aad),
+                      b.extract_value(aad, 1), _ptr(self, text), b.extract_value(text, 1)])
+
+
+@LOWERINGS.register("gcm_tag")
+def bi_gcm_tag(self, e, args):
+    """The 16-byte GCM tag of `text` and `aad` under `nonce`, into `tag`. Answers 0."""
+    self.b.store(_tag(self, args), _ptr(self, args[-1]), align=1)
+    return ir.Constant(I64, 0)
+
+
+@LOWERINGS.register("gcm_tag_diff")
+def bi_gcm_tag_diff(self, e, args):
+    """0 when the tag equals `expected`, else non-zero: the two halves of their XOR ORed, so
+    every byte counts and nothing exits early."""
+    b = self.b
+    tag = _tag(self, args)
+    diff = b.xor(tag, b.load(_ptr(self, args[-1]), typ=crypto_hw.V, align=1))
+    return b.or_(b.extract_element(diff, ir.Constant(crypto_hw.I32, 0)),
+                 b.extract_element(diff, ir.Constant(crypto_hw.I32, 1)))
