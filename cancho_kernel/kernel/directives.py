@@ -295,9 +295,11 @@ def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
 def _run_opened(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
     req = RunRequest(ir=ir, backend=opts.backend, target=opts.target, stdin=opts.stdin,
                      args=opts.args, limits=opts.limits)
-    outcome = ctx.runner.run(req)
+    live_view = getattr(ctx, "live_view", None)  # the kernel's cell: shown while it runs
+    view = live_view(opts.stdin_given) if live_view is not None else None
+    outcome = ctx.runner.run(req, view) if view is not None else ctx.runner.run(req)
     result, failed = outcome.result, outcome.failure
-    if result is not None:
+    if result is not None and not outcome.streamed:
         if result.stdout:
             ctx.stream("stdout", result.stdout.decode("utf-8", errors="replace"))
         if result.stderr:
