@@ -115,7 +115,11 @@ def known_names() -> str:
 HELP_HEAD = "cancho kernel directives (lines at the top of a cell):"
 HELP_TAIL = ("Without a cell directive, a cell with `fn main(world: World) -> [] int` is compiled with the "
              "session's items and run; a cell without one is checked and its items join the session "
-             "(re-running a cell replaces its items).")
+             "(re-running a cell replaces its items). A program's output appears as it flushes it. "
+             "Without --stdin/--stdin-file, a program that reads its standard input asks for it "
+             "(an input box, where the frontend allows input): each line you submit reaches it with "
+             "its newline; an empty line, or one holding only ^D, ends its input (end of file). "
+             "Where input is not allowed (nbconvert, nbval) it reads end of file at once.")
 
 
 def _help_entries() -> list[Directive]:
