@@ -275,6 +275,17 @@ def test_each_submitted_line_reaches_getchar_and_an_empty_one_ends_input(any_ker
     assert cell.text("stdout") == "one\ntwo\n"
 
 
+def test_the_time_the_user_takes_is_not_the_runs(kernel):
+    """`--timeout 1`, and the user takes two seconds to answer: the run is not timed out."""
+    def slow(km):
+        time.sleep(2)
+        kernel[1].input("late")
+
+    cell = execute(kernel, "%%run --timeout 1 --expect-status 5\n" + ECHO, answers=[slow, ""])
+    assert cell.status == "ok", cell.outputs
+    assert cell.text("stdout") == "late\n"
+
+
 @pytest.mark.parametrize("answer", ["^D", "\x04"])
 def test_a_line_of_only_ctrl_d_ends_input(kernel, answer):
     cell = execute(kernel, "%%run --expect-status 3\n" + ECHO, answers=["é", answer])
@@ -316,3 +327,30 @@ def test_an_interrupt_while_it_waits_ends_the_run_and_keeps_the_session(any_kern
     assert cell.text("stdout") == ""  # killed: its buffered echo is lost, as on a terminal
     assert "kept_item" in run(any_kernel, "%who").shown
     assert_alive(any_kernel)
+
+
+# -- a bench's progress ----------------------------------------------------------------------------------
+
+SPIN = """edition 6;
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args, net, clock, signals } = split(world);
+    release(ffi); release(fs); release(heap); release(args); release(net); release(signals);
+    release(io);
+    borrow clock as &c in {
+        let start = clock_ms(c);
+        while clock_ms(c) - start < 400 { }
+    }
+    release(clock);
+    return 0;
+}
+"""
+
+
+def test_a_bench_shows_its_progress_as_it_goes(kernel):
+    cell = execute(kernel, "%%bench --runs 4 --warmup 0\n" + SPIN)
+    assert cell.status == "ok", [o for o in cell.outputs if o[1] == "error"]
+    updates = [t for t, ty, _ in cell.outputs if ty == "update_display_data"]
+    assert len(updates) >= 3, cell.outputs
+    # four runs of 0.4 s each: the first update (after run 1) came in the first half of the bench
+    first_display = next(t for t, ty, _ in cell.outputs if ty == "display_data")
+    assert updates[0] - first_display < (cell.end - first_display) / 2

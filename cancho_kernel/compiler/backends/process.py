@@ -154,7 +154,8 @@ class StdoutTarget:
 class RunLimits:
     """Limits of one run. ``None`` means unlimited.
 
-    ``timeout``: wall seconds from the program's start. ``max_output``: bytes kept per stream
+    ``timeout``: wall seconds from the program's start (not counting the time an interactive
+    stdin waits for the user: live.py). ``max_output``: bytes kept per stream
     (the rest is drained and counted). ``memory``: the program's address space in bytes
     (RLIMIT_AS, set in the program's process only; under the JIT the forked child starts with
     the worker's image, so the limit is that image plus ``memory``). ``cpu_seconds``:
@@ -495,6 +496,7 @@ class _Pump:
         self.sel = selectors.DefaultSelector()
         self.outputs: set[int] = set()
         self.stdin_writing = False
+        self.asked_at: float | None = None  # when the user was asked for input (not yet answered)
         self.control_fd: int | None = None
         self.timed_out = self.interrupted = self.killed = self.leftovers_killed = False
         self.deadline: float | None = None
@@ -593,6 +595,9 @@ class _Pump:
             return
         answer = live.take_answer()
         if answer is not None:
+            if self.deadline is not None and self.asked_at is not None:
+                self.deadline += time.monotonic() - self.asked_at  # the user's time is not the run's
+            self.asked_at = None
             self.feed.add(answer.data)
             self._want_writes()
             return
@@ -600,6 +605,7 @@ class _Pump:
                 or stdin_watch.unread_bytes(self.stdio.stdin_w) > 0):
             return
         if stdin_watch.reader_waiting(self.stdin_inode):
+            self.asked_at = time.monotonic()
             live.want_input()
 
     def _watch_control(self) -> None:
@@ -633,7 +639,7 @@ class _Pump:
             if self.cancel is not None and self.cancel.is_set():
                 self.interrupted = self.killed = True
                 control.kill()
-            elif self.deadline is not None and now >= self.deadline:
+            elif self.deadline is not None and now >= self.deadline and self.asked_at is None:
                 self.timed_out = self.killed = True
                 control.kill()
         if not self.killed:
