@@ -64,6 +64,7 @@ RESET_SIGNALS: tuple[int, ...] = (
 _READ_CHUNK = 1 << 16
 _WRITE_CHUNK = 1 << 16
 _TICK = 0.05            # how often cancel events and deadlines are looked at (seconds)
+_SCAN_EVERY = 0.02     # an interactive stdin: how often a blocked reader is looked for (seconds)
 _LEFTOVER_GRACE = 0.25  # after the program ends, how long its descendants may hold the pipes
 _DRAIN_GRACE = 2.0      # ... and how long to drain after they were killed
 
@@ -497,6 +498,7 @@ class _Pump:
         self.outputs: set[int] = set()
         self.stdin_writing = False
         self.asked_at: float | None = None  # when the user was asked for input (not yet answered)
+        self.next_scan = 0.0  # when to look for a blocked reader again (at most once a tick)
         self.control_fd: int | None = None
         self.timed_out = self.interrupted = self.killed = self.leftovers_killed = False
         self.deadline: float | None = None
@@ -601,9 +603,11 @@ class _Pump:
             self.feed.add(answer.data)
             self._want_writes()
             return
-        if (live.asking or self.feed.pending or self.control.finished
+        now = time.monotonic()
+        if (live.asking or self.feed.pending or self.control.finished or now < self.next_scan
                 or stdin_watch.unread_bytes(self.stdio.stdin_w) > 0):
             return
+        self.next_scan = now + _SCAN_EVERY
         if stdin_watch.reader_waiting(self.stdin_inode):
             self.asked_at = time.monotonic()
             live.want_input()
