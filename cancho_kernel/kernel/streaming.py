@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
-from ..compiler.backends.live import InputWanted, LiveRun, Output, StreamName
+from ..compiler.backends.live import Ended, InputWanted, LiveRun, Output, StreamName
 from ..compiler.run import Waited
 
 T = TypeVar("T")
@@ -101,6 +101,7 @@ def watch(work: Callable[[threading.Event], T], live: LiveRun, view: LiveView,
             box["error"] = e
         finally:
             done.set()
+            live.end()
 
     threading.Thread(target=target, name=name, daemon=True).start()
     text = StreamText(view)
@@ -119,19 +120,22 @@ def watch(work: Callable[[threading.Event], T], live: LiveRun, view: LiveView,
 
 def _serve(live: LiveRun, view: LiveView, text: StreamText, done: threading.Event,
            cancel: threading.Event) -> bool:
-    """One turn of the wait; True once the run has ended and every event was taken."""
-    finished = done.is_set()  # read before draining: the run's last events precede it
-    wait = GATHER if text.gathering else _TICK
-    event = live.next_event(0 if finished else wait)
+    """One turn of the wait; True once the run has ended and every event was taken (the run's
+    :class:`Ended` comes after all it emitted)."""
+    finished = False
+    event = live.next_event(0 if done.is_set() else GATHER if text.gathering else _TICK)
     while event is not None:
-        if isinstance(event, Output):
+        if isinstance(event, Ended):
+            finished = True
+        elif isinstance(event, Output):
             text.add(event)
         elif isinstance(event, InputWanted) and not cancel.is_set():
             text.flush()
             live.answer(view.ask(done.is_set))
-        if text.due() and not finished:
+        if finished or (text.due() and not done.is_set()):
             break
         event = live.next_event(0)
+    finished = finished or (event is None and done.is_set())  # all it emitted precedes `done`
     if text.due() or finished:
         text.flush()
     return finished

@@ -44,7 +44,12 @@ class InputWanted:
     """A process of the run is blocked reading its empty standard input."""
 
 
-LiveEvent = Output | InputWanted
+@dataclass(frozen=True)
+class Ended:
+    """The run's thread has returned: nothing more will come (wakes the viewer at once)."""
+
+
+LiveEvent = Output | InputWanted | Ended
 
 
 @dataclass(frozen=True)
@@ -88,6 +93,10 @@ class LiveRun:
             return None
         self.asking = False
         return answer
+
+    def end(self) -> None:
+        """Said once by the run's thread when it returns, after everything it emitted."""
+        self._events.put(Ended())
 
     # -- the viewer's side ---------------------------------------------------------------------
 
