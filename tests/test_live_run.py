@@ -130,3 +130,16 @@ def test_a_kill_while_it_waits_ends_the_run(limits):
     t.join(timeout=30)
     assert result.interrupted and result.stdout == b""
     assert any(isinstance(e, InputWanted) for e in outputs)
+
+
+def test_an_unanswered_wait_ends_at_the_bound_then_the_timeout_applies(monkeypatch):
+    """A frontend that allows input and never answers: the wait for the user does not count
+    towards the timeout only up to its bound (here 0.3 s instead of ten minutes)."""
+    from cancho_kernel.compiler.backends import process
+
+    monkeypatch.setattr(process, "_USER_WAIT", 0.3)
+    live = LiveRun(interactive=True)
+    result = run_executable(SH, [SH, "-c", "read a; echo never"], b"", StdoutTarget.pipe(),
+                            RunLimits(timeout=0.2), live=live)
+    assert result.timed_out and result.stdout == b""
+    assert isinstance(live.next_event(0), InputWanted)

@@ -64,6 +64,8 @@ RESET_SIGNALS: tuple[int, ...] = (
 _READ_CHUNK = 1 << 16
 _WRITE_CHUNK = 1 << 16
 _TICK = 0.05            # how often cancel events and deadlines are looked at (seconds)
+_USER_WAIT = 600.0     # the longest one wait for the user may add to a run (a frontend that
+                       # allows input but never answers must not hold the kernel for ever)
 _SCAN_EVERY = 0.02     # an interactive stdin: how often a blocked reader is looked for (seconds)
 _LEFTOVER_GRACE = 0.25  # after the program ends, how long its descendants may hold the pipes
 _DRAIN_GRACE = 2.0      # ... and how long to drain after they were killed
@@ -589,6 +591,10 @@ class _Pump:
         os.close(fd)
         self.stdio.stdin_w = None
 
+    def _user_waiting(self, now: float) -> bool:
+        """The run waits for the user's answer, within :data:`_USER_WAIT` (not the run's time)."""
+        return self.asked_at is not None and now - self.asked_at < _USER_WAIT
+
     def _serve_stdin(self) -> None:
         """An interactive stdin: take the user's answer, or ask for one when a process of the
         run is blocked reading the empty pipe (stdin_watch.py)."""
@@ -643,7 +649,7 @@ class _Pump:
             if self.cancel is not None and self.cancel.is_set():
                 self.interrupted = self.killed = True
                 control.kill()
-            elif self.deadline is not None and now >= self.deadline and self.asked_at is None:
+            elif self.deadline is not None and now >= self.deadline and not self._user_waiting(now):
                 self.timed_out = self.killed = True
                 control.kill()
         if not self.killed:
