@@ -71,7 +71,9 @@ class Cell:
 
 
 def run(kernel, code: str, timeout: float = 60, cell: type = Cell) -> Cell:
-    """Execute `code` and wait for the reply, keeping every output message (as `cell`)."""
+    """Execute `code` and wait for the reply, keeping every output message (as `cell`). The
+    frontend does not accept input requests (as nbconvert and nbval): a program reading stdin
+    gets end of file."""
     _, kc = kernel
     outputs: list[dict] = []
 
@@ -79,7 +81,7 @@ def run(kernel, code: str, timeout: float = 60, cell: type = Cell) -> Cell:
         if msg["msg_type"] not in ("status", "execute_input"):
             outputs.append(msg)
 
-    reply = kc.execute_interactive(code, output_hook=hook, timeout=timeout)
+    reply = kc.execute_interactive(code, output_hook=hook, timeout=timeout, allow_stdin=False)
     return cell(reply, outputs)
 
 

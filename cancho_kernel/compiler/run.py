@@ -35,6 +35,7 @@ from .diagnostics import Rule
 
 if TYPE_CHECKING:  # the backends load LLVM; a warm cached build never needs them
     from .backends.jit import JitWorker
+    from .backends.live import LiveRun
     from .backends.process import RunLimits, RunResult, StdoutTarget
     from .cache import BuildCache
 
@@ -254,6 +255,7 @@ class RunRequest:
     limits: RunLimits = field(default_factory=lambda: _default_limits())
     libs: tuple[str, ...] = ()
     libdirs: tuple[str, ...] = ()
+    live: LiveRun | None = field(default=None, compare=False)  # output as it comes (backends/live.py)
 
     @property
     def argv(self) -> list[str]:
@@ -275,7 +277,7 @@ def _default_limits() -> RunLimits:
 def run_built(built: Built, argv: Sequence[str], *, worker: JitWorker | None = None,
               stdin: bytes = b"", target: StdoutTarget | None = None,
               limits: RunLimits | None = None, cancel: threading.Event | None = None,
-              remove_after_start: bool = False) -> RunResult:
+              remove_after_start: bool = False, live: LiveRun | None = None) -> RunResult:
     """Run a built program once (``argv`` includes ``argv[0]``). ``jit`` needs the ``worker``.
     Raises :class:`RunFailed`."""
     from .backends.process import RunLimits, StdoutTarget, run_executable
@@ -285,11 +287,13 @@ def run_built(built: Built, argv: Sequence[str], *, worker: JitWorker | None = N
     with failures_mapped(lambda e: f"cannot run the program: {e}"):
         if built.backend is Backend.JIT:
             assert worker is not None, "a jit run needs a JitWorker"
+            extra = {"live": live} if live is not None else {}  # a test's stand-in may take none
             return worker.run(built.ir, argv=list(argv), stdin=stdin, target=target, limits=limits,
-                              cancel=cancel, libs=built.libs, libdirs=built.libdirs)
+                              cancel=cancel, libs=built.libs, libdirs=built.libdirs, **extra)
         assert built.path is not None
         return run_executable(built.path, argv=list(argv), stdin=stdin, target=target,
-                              limits=limits, cancel=cancel, remove_after_start=remove_after_start)
+                              limits=limits, cancel=cancel, remove_after_start=remove_after_start,
+                              live=live)
 
 
 def run_program(req: RunRequest, worker: JitWorker | None = None,
@@ -300,7 +304,7 @@ def run_program(req: RunRequest, worker: JitWorker | None = None,
     if Backend(req.backend) is Backend.JIT:
         return run_built(build(req.ir, Backend.JIT, libs=req.libs, libdirs=req.libdirs), req.argv,
                          worker=worker, stdin=req.stdin, target=req.target, limits=req.limits,
-                         cancel=cancel)
+                         cancel=cancel, live=req.live)
     from .backends.process import owned_temp_prefix
 
     with tempfile.TemporaryDirectory(prefix=owned_temp_prefix("cell"), ignore_cleanup_errors=True) as tmp:
@@ -309,7 +313,7 @@ def run_program(req: RunRequest, worker: JitWorker | None = None,
                       cache=cache)
         seconds = time.perf_counter() - t0
         result = run_built(built, req.argv, stdin=req.stdin, target=req.target, limits=req.limits,
-                           cancel=cancel, remove_after_start=True)
+                           cancel=cancel, remove_after_start=True, live=req.live)
         result.compile_seconds = seconds
         return result
 

@@ -115,7 +115,11 @@ def known_names() -> str:
 HELP_HEAD = "cancho kernel directives (lines at the top of a cell):"
 HELP_TAIL = ("Without a cell directive, a cell with `fn main(world: World) -> [] int` is compiled with the "
              "session's items and run; a cell without one is checked and its items join the session "
-             "(re-running a cell replaces its items).")
+             "(re-running a cell replaces its items). A program's output appears as it flushes it. "
+             "Without --stdin/--stdin-file, a program that reads its standard input asks for it "
+             "(an input box, where the frontend allows input): each line you submit reaches it with "
+             "its newline; an empty line, or one holding only ^D, ends its input (end of file). "
+             "Where input is not allowed (nbconvert, nbval) it reads end of file at once.")
 
 
 def _help_entries() -> list[Directive]:
@@ -295,9 +299,11 @@ def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
 def _run_opened(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
     req = RunRequest(ir=ir, backend=opts.backend, target=opts.target, stdin=opts.stdin,
                      args=opts.args, limits=opts.limits)
-    outcome = ctx.runner.run(req)
+    live_view = getattr(ctx, "live_view", None)  # the kernel's cell: shown while it runs
+    view = live_view(opts.stdin_given) if live_view is not None else None
+    outcome = ctx.runner.run(req, view) if view is not None else ctx.runner.run(req)
     result, failed = outcome.result, outcome.failure
-    if result is not None:
+    if result is not None and not outcome.streamed:
         if result.stdout:
             ctx.stream("stdout", result.stdout.decode("utf-8", errors="replace"))
         if result.stderr:

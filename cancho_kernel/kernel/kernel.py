@@ -72,9 +72,10 @@ LANGUAGE_INFO = {
 class CellContext:
     """One cell's way to publish (see :class:`directives.Context`)."""
 
-    def __init__(self, kernel: "CanchoKernel", silent: bool) -> None:
+    def __init__(self, kernel: "CanchoKernel", silent: bool, allow_stdin: bool = False) -> None:
         self.kernel = kernel
         self.silent = silent
+        self.allow_stdin = allow_stdin
         self.session = kernel.cancho_session
         self.runner = kernel.runner
         self.settings = kernel.settings
@@ -115,6 +116,65 @@ class CellContext:
 
     def clear(self) -> None:
         self._send("clear_output", {"wait": False})
+
+    def live_view(self, stdin_given: bool) -> "CellView | None":
+        """Where a run of this cell is shown while it runs (None when the cell is silent); its
+        stdin is the user's when the frontend allows input and the cell gave none."""
+        if self.silent:
+            return None
+        return CellView(self, interactive=self.allow_stdin and not stdin_given)
+
+
+# What ends a program's input (README, %help): an empty submission, or a line holding only
+# Ctrl-D as the character itself or as `^D`.
+END_OF_INPUT = ("", "\x04", "^D")
+
+
+class CellView:
+    """A run shown in its cell (streaming.LiveView): output as ``stream`` messages, a read of
+    an empty stdin as an ``input_request`` on the stdin channel (what ``raw_input`` does in
+    ipykernel, but giving up when the run ends meanwhile)."""
+
+    def __init__(self, ctx: CellContext, interactive: bool) -> None:
+        self.ctx, self.interactive = ctx, interactive
+
+    def show(self, stream: str, text: str) -> None:
+        self.ctx.stream(stream, text)
+
+    def ask(self, over) -> bytes | None:
+        kernel = self.ctx.kernel
+        value = _input_request(kernel, over)
+        if value is None or value in END_OF_INPUT:
+            return None
+        return (value + "\n").encode("utf-8", errors="surrogateescape")
+
+
+def _input_request(kernel: "CanchoKernel", over) -> str | None:
+    """Send an ``input_request`` to the frontend of the current execute request and wait for
+    its reply (None when ``over()`` becomes true first). KeyboardInterrupt passes through."""
+    import zmq
+    from ipykernel.jsonutil import json_clean
+
+    sock = kernel.stdin_socket
+    while True:  # replies to an earlier, abandoned request
+        try:
+            sock.recv_multipart(zmq.NOBLOCK)
+        except zmq.ZMQError:
+            break
+    parent = kernel.get_parent("shell")
+    ident = kernel._parent_ident["shell"]  # as raw_input addresses it (ipykernel 6 and 7)
+    kernel.session.send(sock, "input_request", json_clean({"prompt": "", "password": False}),
+                        parent, ident=ident)
+    while not over():
+        if not sock.poll(50):
+            continue
+        _ident, reply = kernel.session.recv(sock)
+        if reply is not None:
+            try:
+                return str(reply["content"]["value"])
+            except (KeyError, TypeError):
+                return ""
+    return None
 
 
 @dataclass
@@ -360,7 +420,7 @@ class CanchoKernel(Kernel):
         from . import presentation as P
 
         self._warm_up()  # a frontend that never asked for kernel_info
-        ctx = CellContext(self, silent)
+        ctx = CellContext(self, silent, allow_stdin=bool(allow_stdin))
         t0 = time.perf_counter()
         if not silent and (notice := self.runner.take_notice()):
             ctx.stream("stderr", notice)

@@ -490,6 +490,7 @@ class RunOptions:
     expect_status: int | None = None
     expect_signal: int | None = None
     name: str | None = None   # `--name NAME`: keep the compiled program for %bench
+    stdin_given: bool = True  # `--stdin`/`--stdin-file` given (else the user's, where allowed)
 
 
 def _run_parser() -> _Parser:
@@ -589,4 +590,5 @@ def parse_run_options(args: str, settings: Settings) -> RunOptions:
         raise DirectiveError("give --expect-status or --expect-signal, not both")
     return RunOptions(ns.backend or settings.backend, target,
                       stdin_of(ns, settings=settings), list(ns.args), limits,
-                      expect_status, expect_signal, ns.name)
+                      expect_status, expect_signal, ns.name,
+                      ns.stdin is not None or ns.stdin_file is not None)

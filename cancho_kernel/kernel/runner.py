@@ -10,6 +10,8 @@ Building, running and the mapping of failures are ``compiler/run.py``'s, shared 
 run happens in a helper thread (:func:`run.interruptible`); the kernel's main thread waits for
 it, so the SIGINT of an interrupt arrives there as ``KeyboardInterrupt``, which sets the run's
 cancel event: the supervision loop kills the program's process group within one tick (50 ms).
+A cell's run is watched (:func:`streaming.watch`): its output is published while it runs and,
+where the frontend allows it, its reads of standard input become input requests.
 """
 
 from __future__ import annotations
@@ -17,13 +19,18 @@ from __future__ import annotations
 import dataclasses
 import threading
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from ..compiler.backends.jit import JitWorker
+from ..compiler.backends.live import LiveRun
 from ..compiler.backends.process import LimitCaps, RunLimits, RunResult
 from ..compiler.cache import BuildCache
 from ..compiler.modcache import ModuleCache
 from ..compiler.run import (BACKENDS, FailureKind, RunFailed, RunRequest, interruptible,
                             run_program)
+
+if TYPE_CHECKING:
+    from .streaming import LiveView
 
 __all__ = ["BACKENDS", "FailureKind", "RunFailed", "RunOutcome", "RunRequest", "Runner"]
 
@@ -36,6 +43,7 @@ class RunOutcome:
     result: RunResult | None
     failure: RunFailed | None
     interrupted: bool
+    streamed: bool = False  # the result's stdout and stderr were already published, as they came
 
 
 class Runner:
@@ -118,14 +126,22 @@ class Runner:
             return req
         return dataclasses.replace(req, backend="exe")
 
-    def run(self, req: RunRequest) -> RunOutcome:
+    def run(self, req: RunRequest, view: "LiveView | None" = None) -> RunOutcome:
         """Run a cell in a helper thread (a split run on the JIT) and wait; an interrupt
-        (KeyboardInterrupt in this thread) cancels the run."""
-        waited = interruptible(lambda cancel: self.run_blocking(req, cancel, split=True))
+        (KeyboardInterrupt in this thread) cancels the run. With ``view``, the run's output is
+        shown on it while it runs, and its stdin is the user's when ``view.interactive``."""
+        if view is not None:
+            from .streaming import watch
+
+            live = LiveRun(interactive=view.interactive)
+            req = dataclasses.replace(req, live=live)
+            waited = watch(lambda cancel: self.run_blocking(req, cancel, split=True), live, view)
+        else:
+            waited = interruptible(lambda cancel: self.run_blocking(req, cancel, split=True))
         error = waited.error
         failure = error if isinstance(error, RunFailed) or error is None else \
             RunFailed(FailureKind.INTERNAL, f"{type(error).__name__}: {error}")
         result = waited.value
         # What happened, not when the signal came.
         interrupted = result.interrupted if result is not None else waited.interrupted
-        return RunOutcome(result, failure, interrupted)
+        return RunOutcome(result, failure, interrupted, streamed=view is not None)

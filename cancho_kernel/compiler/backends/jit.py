@@ -36,6 +36,7 @@ from .exe import LinkError
 from .jit_sandbox import ChildPin, start_sandboxed, verified_child, worker_command
 from .jit_sandbox import sandboxed as sandbox_for_worker
 from .jit_worker import PYTHON_CHILD_ENV, CacheBounds, CacheStats, SplitStats, recv_msg, send_msg
+from .live import LiveRun
 from .process import (
     ChildStdio,
     PumpOutcome,
@@ -326,10 +327,11 @@ class JitWorker:
     # -- running ----------------------------------------------------------------------------
 
     def _run_once(self, request: dict, stdin: bytes, target: StdoutTarget, limits: RunLimits,
-                  cancel: threading.Event | None) -> tuple[_WorkerRun, PumpOutcome]:
+                  cancel: threading.Event | None,
+                  live: LiveRun | None = None) -> tuple[_WorkerRun, PumpOutcome]:
         self._ensure_started()
         assert self._sock is not None
-        stdio = ChildStdio(target, stdin)
+        stdio = ChildStdio(target, stdin, interactive=live is not None and live.interactive)
         try:
             if stdio.child is None:  # inherit: pass this process's own 0/1/2 along
                 slots = [fd for fd in (0, 1, 2) if _is_open(fd)]
@@ -345,18 +347,20 @@ class JitWorker:
                 control.worker_died = control.finished = True
                 return control, PumpOutcome.nothing()
             stdio.close_child_ends()
-            return control, pump(stdio, control, limits, cancel)
+            return control, pump(stdio, control, limits, cancel, live)
         finally:
             stdio.close()
 
     def run(self, ir_text: str, argv: Sequence[str] | None = None, stdin: bytes = b"",
             target: StdoutTarget = StdoutTarget(), limits: RunLimits = RunLimits(),
             cancel: threading.Event | None = None, libs: Sequence[str] = (),
-            libdirs: Sequence[str] = (), split: bool = False) -> RunResult:
+            libdirs: Sequence[str] = (), split: bool = False,
+            live: LiveRun | None = None) -> RunResult:
         """Compile (MCJIT, O2) and run a program; same contract as
         :func:`process.run_executable` (``argv`` includes ``argv[0]``, default ``["main"]``).
         ``split``: compile std and the rest apart, reusing std's machine code
-        (``jit_worker.py``); the same output, std calls not inlined.
+        (``jit_worker.py``); the same output, std calls not inlined. ``live``: output as it
+        comes and an interactive stdin (live.py), as for the exe backend.
 
         Raises :class:`native.InvalidIR` (our bug), :class:`LinkError` (unresolvable symbol or
         library) or :class:`JitWorkerDied`.
@@ -372,12 +376,12 @@ class JitWorker:
         with self._lock:
             if limits.sandbox is not None and limits.sandbox != self._sandbox:
                 self._sandbox = limits.sandbox  # a sandboxed run: the worker (re)starts inside it
-            control, outcome = self._run_once(request, stdin, target, limits, cancel)
+            control, outcome = self._run_once(request, stdin, target, limits, cancel, live)
             if (control.worker_died and not control.killed_worker
                     and control.compile_seconds is None):
                 # The worker was already dead (or died before compiling): a stale worker is
                 # not the program's fault, so start a fresh one and try once more.
-                control, outcome = self._run_once(request, stdin, target, limits, cancel)
+                control, outcome = self._run_once(request, stdin, target, limits, cancel, live)
             if control.reply is not None and control.reply.get("retire"):
                 self._discard()  # it has ended (its memory bound); the next run starts anew
         if control.error is not None:

@@ -50,8 +50,9 @@ from dataclasses import dataclass, field, replace
 from enum import Enum
 from typing import Protocol
 
-from . import cgroups, measure, sandbox
+from . import cgroups, measure, sandbox, stdin_watch
 from .confine import Confinement
+from .live import LiveRun, StreamName
 from .sandbox import SandboxSpec
 
 # Signals a child must see at their default disposition even if this process ignores them.
@@ -63,6 +64,9 @@ RESET_SIGNALS: tuple[int, ...] = (
 _READ_CHUNK = 1 << 16
 _WRITE_CHUNK = 1 << 16
 _TICK = 0.05            # how often cancel events and deadlines are looked at (seconds)
+_USER_WAIT = 600.0     # the longest one wait for the user may add to a run (a frontend that
+                       # allows input but never answers must not hold the kernel for ever)
+_SCAN_EVERY = 0.02     # an interactive stdin: how often a blocked reader is looked for (seconds)
 _LEFTOVER_GRACE = 0.25  # after the program ends, how long its descendants may hold the pipes
 _DRAIN_GRACE = 2.0      # ... and how long to drain after they were killed
 
@@ -153,7 +157,8 @@ class StdoutTarget:
 class RunLimits:
     """Limits of one run. ``None`` means unlimited.
 
-    ``timeout``: wall seconds from the program's start. ``max_output``: bytes kept per stream
+    ``timeout``: wall seconds from the program's start (not counting the time an interactive
+    stdin waits for the user: live.py). ``max_output``: bytes kept per stream
     (the rest is drained and counted). ``memory``: the program's address space in bytes
     (RLIMIT_AS, set in the program's process only; under the JIT the forked child starts with
     the worker's image, so the limit is that image plus ``memory``). ``cpu_seconds``:
@@ -320,11 +325,14 @@ class ChildStdio:
     """The descriptors one run's child gets (``child``: 0/1/2 -> fd; a missing key means that
     descriptor is closed in the child; ``None`` means inherit this process's own), and this
     process's ends of the pipes. All descriptors are close-on-exec here; whoever starts the
-    child installs them on 0/1/2."""
+    child installs them on 0/1/2. ``interactive``: the stdin pipe stays open after ``stdin``
+    (even an empty one), for what the user types (live.py); otherwise an empty stdin is end of
+    file at once."""
 
-    def __init__(self, target: StdoutTarget, stdin: bytes = b"") -> None:
+    def __init__(self, target: StdoutTarget, stdin: bytes = b"", interactive: bool = False) -> None:
         self.target = target
         self.stdin_data = memoryview(bytes(stdin))
+        self.interactive = interactive and target.kind is not StdoutKind.INHERIT
         self.child: dict[int, int] | None = {}
         self.stdin_w: int | None = None
         self.stdout_r: int | None = None
@@ -345,7 +353,7 @@ class ChildStdio:
         r, w = _pipe()
         self._child_owned.append(r)
         self.child[0] = r
-        if self.stdin_data:
+        if self.stdin_data or self.interactive:
             self.stdin_w = w
         else:
             os.close(w)  # empty stdin: end of input at once, never a hang
@@ -411,12 +419,14 @@ class _Sink:
             return _READ_CHUNK
         return max(0, min(_READ_CHUNK, self.stop_after - self.total))
 
-    def add(self, chunk: bytes) -> None:
+    def add(self, chunk: bytes) -> bytes:
+        """Count ``chunk``; returns the part of it that is kept."""
         self.total += len(chunk)
-        if self.cap is None:
-            self.data += chunk
-        elif len(self.data) < self.cap:
-            self.data += chunk[: self.cap - len(self.data)]
+        kept = chunk
+        if self.cap is not None:
+            kept = chunk[: max(0, self.cap - len(self.data))]
+        self.data += kept
+        return kept
 
     @property
     def done(self) -> bool:
@@ -459,14 +469,16 @@ class PumpOutcome:
 
 
 def pump(stdio: ChildStdio, control: ProcessControl, limits: RunLimits,
-         cancel: threading.Event | None) -> PumpOutcome:
+         cancel: threading.Event | None, live: LiveRun | None = None) -> PumpOutcome:
     """Feed stdin, drain stdout and stderr, enforce the deadline and the cancel event, until the
     program has ended and its output pipes are at end of file.
 
     One thread, one selector: a 100 MB flood is read as fast as it comes and only ``max_output``
-    bytes of it are kept, and a child that never reads its stdin never blocks us.
+    bytes of it are kept, and a child that never reads its stdin never blocks us. With
+    ``live``, each kept chunk is handed on as it is read, and an interactive stdin is fed
+    with what the user answers when the program waits for it (live.py).
     """
-    return _Pump(stdio, control, limits, cancel).run()
+    return _Pump(stdio, control, limits, cancel, live).run()
 
 
 class _Pump:
@@ -474,15 +486,21 @@ class _Pump:
     loop has done to the program (killed it for a deadline or a cancel, swept its leftovers)."""
 
     def __init__(self, stdio: ChildStdio, control: ProcessControl, limits: RunLimits,
-                 cancel: threading.Event | None) -> None:
+                 cancel: threading.Event | None, live: LiveRun | None = None) -> None:
         self.stdio, self.control, self.limits, self.cancel = stdio, control, limits, cancel
+        self.live = live
+        self.feed = _StdinFeed(bytes(stdio.stdin_data), eof=not stdio.interactive)
+        self.stdin_inode = (stdin_watch.pipe_inode(stdio.stdin_w)
+                            if stdio.interactive and stdio.stdin_w is not None else None)
         target = stdio.target
         self.out_sink = _Sink(limits.max_output,
                               target.broken_after if target.kind is StdoutKind.BROKEN_PIPE else None)
         self.err_sink = _Sink(limits.max_output)
         self.sel = selectors.DefaultSelector()
         self.outputs: set[int] = set()
-        self.stdin_pos = 0
+        self.stdin_writing = False
+        self.asked_at: float | None = None  # when the user was asked for input (not yet answered)
+        self.next_scan = 0.0  # when to look for a blocked reader again (at most once a tick)
         self.control_fd: int | None = None
         self.timed_out = self.interrupted = self.killed = self.leftovers_killed = False
         self.deadline: float | None = None
@@ -499,16 +517,17 @@ class _Pump:
 
     def _register_streams(self) -> None:
         stdio = self.stdio
-        for fd, sink in ((stdio.stdout_r, self.out_sink), (stdio.stderr_r, self.err_sink)):
+        for fd, sink, name in ((stdio.stdout_r, self.out_sink, StreamName.STDOUT),
+                               (stdio.stderr_r, self.err_sink, StreamName.STDERR)):
             if fd is not None:
                 if sink.done:  # broken pipe after 0 bytes never gets here; kept for clarity
                     continue
                 os.set_blocking(fd, False)
-                self.sel.register(fd, selectors.EVENT_READ, self._reader(fd, sink))
+                self.sel.register(fd, selectors.EVENT_READ, self._reader(fd, sink, name))
                 self.outputs.add(fd)
         if stdio.stdin_w is not None:
             os.set_blocking(stdio.stdin_w, False)
-            self.sel.register(stdio.stdin_w, selectors.EVENT_WRITE, self._write_stdin)
+            self._want_writes()
 
     def _close_output(self, fd: int) -> None:
         self.sel.unregister(fd)
@@ -519,7 +538,7 @@ class _Pump:
         elif fd == self.stdio.stderr_r:
             self.stdio.stderr_r = None
 
-    def _reader(self, fd: int, sink: _Sink) -> Callable[[], None]:
+    def _reader(self, fd: int, sink: _Sink, name: StreamName) -> Callable[[], None]:
         def on_readable() -> None:
             try:
                 chunk = os.read(fd, sink.want())
@@ -528,25 +547,76 @@ class _Pump:
             except OSError:
                 chunk = b""
             if chunk:
-                sink.add(chunk)
+                kept = sink.add(chunk)
+                if self.live is not None:
+                    self.live.emit(name, kept)
             if not chunk or sink.done:
                 self._close_output(fd)
         return on_readable
+
+    def _want_writes(self) -> None:
+        """Select the stdin pipe for writing while there is something to write (or to close)."""
+        fd = self.stdio.stdin_w
+        if fd is None:
+            return
+        wanted = self.feed.pending or self.feed.eof
+        if wanted and not self.stdin_writing:
+            self.sel.register(fd, selectors.EVENT_WRITE, self._write_stdin)
+        elif not wanted and self.stdin_writing:
+            self.sel.unregister(fd)
+        self.stdin_writing = wanted
 
     def _write_stdin(self) -> None:
         stdio = self.stdio
         fd = stdio.stdin_w
         assert fd is not None
         try:
-            self.stdin_pos += os.write(fd, stdio.stdin_data[self.stdin_pos: self.stdin_pos + _WRITE_CHUNK])
+            self.feed.wrote(os.write(fd, self.feed.next_chunk()))
         except BlockingIOError:
             return
         except OSError:  # EPIPE: the program ended or closed its stdin; the rest is moot
-            self.stdin_pos = len(stdio.stdin_data)
-        if self.stdin_pos >= len(stdio.stdin_data):
+            self.feed.abandon()
+        if self.feed.eof and not self.feed.pending:
+            self._close_stdin()
+        else:
+            self._want_writes()
+
+    def _close_stdin(self) -> None:
+        fd = self.stdio.stdin_w
+        if fd is None:
+            return
+        if self.stdin_writing:
             self.sel.unregister(fd)
-            os.close(fd)
-            stdio.stdin_w = None
+            self.stdin_writing = False
+        os.close(fd)
+        self.stdio.stdin_w = None
+
+    def _user_waiting(self, now: float) -> bool:
+        """The run waits for the user's answer, within :data:`_USER_WAIT` (not the run's time)."""
+        return self.asked_at is not None and now - self.asked_at < _USER_WAIT
+
+    def _serve_stdin(self) -> None:
+        """An interactive stdin: take the user's answer, or ask for one when a process of the
+        run is blocked reading the empty pipe (stdin_watch.py)."""
+        live = self.live
+        if live is None or self.stdin_inode is None or self.stdio.stdin_w is None:
+            return
+        answer = live.take_answer()
+        if answer is not None:
+            if self.deadline is not None and self.asked_at is not None:
+                self.deadline += time.monotonic() - self.asked_at  # the user's time is not the run's
+            self.asked_at = None
+            self.feed.add(answer.data)
+            self._want_writes()
+            return
+        now = time.monotonic()
+        if (live.asking or self.feed.pending or self.control.finished or now < self.next_scan
+                or stdin_watch.unread_bytes(self.stdio.stdin_w) > 0):
+            return
+        self.next_scan = now + _SCAN_EVERY
+        if stdin_watch.reader_waiting(self.stdin_inode):
+            self.asked_at = time.monotonic()
+            live.want_input()
 
     def _watch_control(self) -> None:
         """Select on the control's descriptor, which may appear, change or go."""
@@ -579,9 +649,11 @@ class _Pump:
             if self.cancel is not None and self.cancel.is_set():
                 self.interrupted = self.killed = True
                 control.kill()
-            elif self.deadline is not None and now >= self.deadline:
+            elif self.deadline is not None and now >= self.deadline and not self._user_waiting(now):
                 self.timed_out = self.killed = True
                 control.kill()
+        if not self.killed:
+            self._serve_stdin()
         wait = _TICK
         if self.deadline is not None and not self.killed:
             wait = max(0.0, min(wait, self.deadline - now))
@@ -590,6 +662,36 @@ class _Pump:
         if self.control_fd is None and not control.finished:
             control.on_ready()
         return False
+
+
+class _StdinFeed:
+    """What is still to be written to the program's stdin, and whether end of file follows."""
+
+    def __init__(self, data: bytes, eof: bool) -> None:
+        self.buffer = bytearray(data)
+        self.eof = eof
+
+    @property
+    def pending(self) -> bool:
+        return bool(self.buffer)
+
+    def next_chunk(self) -> bytes:
+        return bytes(self.buffer[:_WRITE_CHUNK])
+
+    def wrote(self, n: int) -> None:
+        del self.buffer[:n]
+
+    def add(self, data: bytes | None) -> None:
+        """More to write, or (``None``) end of file after what is pending."""
+        if data is None:
+            self.eof = True
+        else:
+            self.buffer += data
+
+    def abandon(self) -> None:
+        """The reader is gone: nothing more will be written."""
+        self.buffer.clear()
+        self.eof = True
 
 
 def result_from(outcome: PumpOutcome, wait_status: int | None, *, wall: float,
@@ -719,19 +821,20 @@ class _Started:
 def run_executable(path: str | os.PathLike, argv: Sequence[str] | None = None, stdin: bytes = b"",
                    target: StdoutTarget = StdoutTarget(), limits: RunLimits = RunLimits(),
                    cancel: threading.Event | None = None, *,
-                   remove_after_start: bool = False) -> RunResult:
+                   remove_after_start: bool = False, live: LiveRun | None = None) -> RunResult:
     """Run a linked program under the shared run model.
 
     ``argv`` is the whole vector including ``argv[0]`` (default: ``[path]``), so a caller can
     give both backends the same one. ``remove_after_start``: the launcher deletes the file and
     its directory once the program is running (the CLI's `run`, so that nothing is left even if
     this process is killed; in a sandbox, where the file is read-only, this process removes it
-    when the run ends). Raises ``OSError`` if the file cannot be executed.
+    when the run ends). ``live``: the run's output as it comes and, when it is interactive,
+    its stdin from the user (live.py). Raises ``OSError`` if the file cannot be executed.
     """
     path = os.fspath(path)
     argv = list(argv) if argv else [path]
     own_group = target.kind is not StdoutKind.INHERIT  # a terminal's job control needs ours
-    stdio = ChildStdio(target, stdin)
+    stdio = ChildStdio(target, stdin, interactive=live is not None and live.interactive)
     started: _Started | None = None
     try:
         start = time.monotonic()
@@ -740,7 +843,7 @@ def run_executable(path: str | os.PathLike, argv: Sequence[str] | None = None, s
         control = _SpawnedChild(started.pid, own_group, launcher=started.launcher,
                                 cgroup=started.cgroup, sandboxed=started.sandboxed)
         try:
-            outcome = pump(stdio, control, limits, cancel)
+            outcome = pump(stdio, control, limits, cancel, live)
         finally:
             if not control.finished:  # only on an exception escaping pump
                 control.kill()
