@@ -109,8 +109,8 @@ def montgomery(name: str, modulus: int, square: bool) -> list[str]:
 def carry_chain(name: str, params: str, term, top_masked: bool) -> list[str]:
     out = [f"pub fn {name}[&w](w: &!w [int], {params}) -> [] int {{", "    var v = 0;"]
     for i in range(LIMBS):
-        carry = "" if i == 0 else " + (v >> 28)"
-        out.append(f"    v = {term(i)}{carry};")
+        v = term(i) if i == 0 else f"wrapping_add({term(i)}, v >> 28)"
+        out.append(f"    v = {v};")
         last = i == LIMBS - 1 and not top_masked
         out.append(f"    w[d + {i}] = v;" if last else f"    w[d + {i}] = v & 268435455;")
     return out + ["    return 0;", "}", ""]
@@ -132,10 +132,11 @@ def canon(name: str, modulus: int) -> list[str]:
     mod = limbs(modulus)
     out = [f"pub fn {name}[&w](w: &!w [int], x: int, d: int) -> [] int {{", "    var v = 0;", "    var u = 0;"]
     for i in range(LIMBS):
-        out += [f"    v = w[x + {i}] - {mod[i]} - u;", "    u = (v >> 63) & 1;"]
-    out += ["    // All ones when x >= the modulus (no final borrow).", "    let m = value_barrier(u - 1);", "    u = 0;"]
+        out += [f"    v = wrapping_sub(wrapping_sub(w[x + {i}], {mod[i]}), u);", "    u = (v >> 63) & 1;"]
+    out += ["    // All ones when x >= the modulus (no final borrow).", "    let m = value_barrier(wrapping_sub(u, 1));", "    u = 0;"]
     for i in range(LIMBS):
-        out += [f"    v = w[x + {i}] - ({mod[i]} & m) - u;", f"    w[d + {i}] = v & 268435455;", "    u = (v >> 63) & 1;"]
+        out += [f"    v = wrapping_sub(wrapping_sub(w[x + {i}], {mod[i]} & m), u);", f"    w[d + {i}] = v & 268435455;",
+                "    u = (v >> 63) & 1;"]
     return out + ["    return 0;", "}", ""]
 
 
@@ -149,11 +150,11 @@ def kernels() -> str:
     out += consts_fn()
     out += montgomery("mul_p", P, False) + montgomery("sqr_p", P, True)
     out += montgomery("mul_n", N, False) + montgomery("sqr_n", N, True)
-    out += carry_chain("add", "x: int, y: int, d: int", lambda i: f"w[x + {i}] + w[y + {i}]", False)
+    out += carry_chain("add", "x: int, y: int, d: int", lambda i: f"wrapping_add(w[x + {i}], w[y + {i}])", False)
     for k in SUB_KS:
         c = sub_limbs(k)
         out += carry_chain(f"sub_{k}", "x: int, y: int, d: int",
-                           lambda i, c=c: f"w[x + {i}] + {c[i]} - w[y + {i}]", False)
+                           lambda i, c=c: f"wrapping_sub(wrapping_add(w[x + {i}], {c[i]}), w[y + {i}])", False)
     out += canon("canon_p", P) + canon("canon_n", N)
     return "\n".join(out).rstrip("\n") + "\n"
 
