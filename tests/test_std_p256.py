@@ -12,8 +12,9 @@ ecdsa_sign) beyond its `cancho test` files in tests/std/.
   equal bit for bit to OpenSSL's RFC 6979 deterministic ones;
 * (slow) constant time: under valgrind's lackey, the trace of every instruction executed in
   the program's own code and every address it loads or stores is identical for different
-  scalars in ECDH's public key and shared secret (so no branch and no address depends on the
-  scalar), while ECDSA verification, which is allowed to, gives different traces;
+  scalars in ECDH's public key and shared secret, and for different private keys in signing
+  (so no branch and no address depends on the secret), while ECDSA verification, which is
+  allowed to, gives different traces;
 * (slow) a measurement against OpenSSL: CPU time per operation here and there, their ratio
   printed.
 """
@@ -369,6 +370,10 @@ def test_scalar_multiplication_is_constant_time(tmp_path: Path, monkeypatch) -> 
     assert len(outs) == 3, "the scalars gave the same keys: the trace compared nothing"
     assert traces[0][1] > 1_000_000, traces[0][1]
     assert len({(h, n) for h, n, _ in traces}) == 1, [(n, h[:12]) for h, n, _ in traces]
+    # Signing: the same for different private keys (the nonce, HMAC-DRBG over the key, too).
+    signs = [_trace(exe, k.to_bytes(32, "big") + g + b"\x02") for k in scalars]
+    assert len({t[2] for t in signs}) == 3
+    assert len({(h, n) for h, n, _ in signs}) == 1, [(n, h[:12]) for h, n, _ in signs]
     # The method sees a difference where one is allowed: verification branches on its scalars.
     verify = [_trace(exe, k.to_bytes(32, "big") + g + b"\x01")[:2] for k in scalars[:2]]
     assert verify[0] != verify[1]
