@@ -75,9 +75,13 @@ def montgomery(name: str, modulus: int, square: bool) -> list[str]:
     inv = (-pow(modulus, -1, 1 << BITS)) % (1 << BITS)
     params = "x: int, d: int" if square else "x: int, y: int, d: int"
     out = [f"pub fn {name}[&w](w: &!w [int], {params}) -> [] int {{"]
-    out += [f"    let a{i} = w[x + {i}];" for i in range(LIMBS)]
+    # One bounds check per operand: each is a ten-word slice, read by constant index.
+    out.append("    let xs = w[x..x + 10];")
+    out += [f"    let a{i} = xs[{i}];" for i in range(LIMBS)]
     if not square:
-        out += [f"    let b{i} = w[y + {i}];" for i in range(LIMBS)]
+        out.append("    let ys = w[y..y + 10];")
+        out += [f"    let b{i} = ys[{i}];" for i in range(LIMBS)]
+    out.append("    let ds = w[d..d + 10];")
     out.append("    var s = 0;")
     for k in range(2 * LIMBS - 1):
         pairs = [(i, k - i) for i in range(LIMBS) if 0 <= k - i < LIMBS]
@@ -100,19 +104,20 @@ def montgomery(name: str, modulus: int, square: bool) -> list[str]:
             out.append(f"    let m{k} = {factor};")
             out.append(wadd("s", f"wrapping_mul(m{k}, {mod[0]})"))
         else:
-            out.append(f"    w[d + {k - LIMBS}] = s & 268435455;")
+            out.append(f"    ds[{k - LIMBS}] = s & 268435455;")
         out.append("    s = s >> 28;")
-    out += [f"    w[d + {LIMBS - 1}] = s;", "    return 0;", "}", ""]
+    out += [f"    ds[{LIMBS - 1}] = s;", "    return 0;", "}", ""]
     return out
 
 
 def carry_chain(name: str, params: str, term, top_masked: bool) -> list[str]:
-    out = [f"pub fn {name}[&w](w: &!w [int], {params}) -> [] int {{", "    var v = 0;"]
+    out = [f"pub fn {name}[&w](w: &!w [int], {params}) -> [] int {{", "    let xs = w[x..x + 10];",
+           "    let ys = w[y..y + 10];", "    let ds = w[d..d + 10];", "    var v = 0;"]
     for i in range(LIMBS):
         v = term(i) if i == 0 else f"wrapping_add({term(i)}, v >> 28)"
         out.append(f"    v = {v};")
         last = i == LIMBS - 1 and not top_masked
-        out.append(f"    w[d + {i}] = v;" if last else f"    w[d + {i}] = v & 268435455;")
+        out.append(f"    ds[{i}] = v;" if last else f"    ds[{i}] = v & 268435455;")
     return out + ["    return 0;", "}", ""]
 
 
@@ -130,12 +135,13 @@ def canon(name: str, modulus: int) -> list[str]:
     """d = x - modulus when x >= modulus, else x, for tight x below 2 modulus: the comparison is
     a borrow over every limb and the subtraction is under a mask, through `value_barrier`."""
     mod = limbs(modulus)
-    out = [f"pub fn {name}[&w](w: &!w [int], x: int, d: int) -> [] int {{", "    var v = 0;", "    var u = 0;"]
+    out = [f"pub fn {name}[&w](w: &!w [int], x: int, d: int) -> [] int {{", "    let xs = w[x..x + 10];",
+           "    let ds = w[d..d + 10];", "    var v = 0;", "    var u = 0;"]
     for i in range(LIMBS):
-        out += [f"    v = wrapping_sub(wrapping_sub(w[x + {i}], {mod[i]}), u);", "    u = (v >> 63) & 1;"]
+        out += [f"    v = wrapping_sub(wrapping_sub(xs[{i}], {mod[i]}), u);", "    u = (v >> 63) & 1;"]
     out += ["    // All ones when x >= the modulus (no final borrow).", "    let m = value_barrier(wrapping_sub(u, 1));", "    u = 0;"]
     for i in range(LIMBS):
-        out += [f"    v = wrapping_sub(wrapping_sub(w[x + {i}], {mod[i]} & m), u);", f"    w[d + {i}] = v & 268435455;",
+        out += [f"    v = wrapping_sub(wrapping_sub(xs[{i}], {mod[i]} & m), u);", f"    ds[{i}] = v & 268435455;",
                 "    u = (v >> 63) & 1;"]
     return out + ["    return 0;", "}", ""]
 
@@ -150,11 +156,11 @@ def kernels() -> str:
     out += consts_fn()
     out += montgomery("mul_p", P, False) + montgomery("sqr_p", P, True)
     out += montgomery("mul_n", N, False) + montgomery("sqr_n", N, True)
-    out += carry_chain("add", "x: int, y: int, d: int", lambda i: f"wrapping_add(w[x + {i}], w[y + {i}])", False)
+    out += carry_chain("add", "x: int, y: int, d: int", lambda i: f"wrapping_add(xs[{i}], ys[{i}])", False)
     for k in SUB_KS:
         c = sub_limbs(k)
         out += carry_chain(f"sub_{k}", "x: int, y: int, d: int",
-                           lambda i, c=c: f"wrapping_sub(wrapping_add(w[x + {i}], {c[i]}), w[y + {i}])", False)
+                           lambda i, c=c: f"wrapping_sub(wrapping_add(xs[{i}], {c[i]}), ys[{i}])", False)
     out += canon("canon_p", P) + canon("canon_n", N)
     return "\n".join(out).rstrip("\n") + "\n"
 
