@@ -43,6 +43,7 @@ STD_TESTS = Path(__file__).resolve().parent / "std"
 P = 2**256 - 2**224 + 2**192 + 2**96 - 1
 N = 0xFFFFFFFF00000000FFFFFFFFFFFFFFFFBCE6FAADA7179E84F3B9CAC2FC632551
 R = 2**280
+N384 = int("ffffffffffffffffffffffffffffffffffffffffffffffffc7634d81f4372ddf581a0db248b0a77aecec196accc52973", 16)
 
 
 def build(tmp_path: Path, source: Path, name: str = "driver") -> Path:
@@ -243,12 +244,12 @@ def _key_cases(cases: _Cases, ec, ser, curve: int, rnd: random.Random) -> None:
     size = curve // 8
     cls = {256: ec.SECP256R1, 384: ec.SECP384R1}[curve]
     point = lambda k: k.public_key().public_bytes(ser.Encoding.X962, ser.PublicFormat.UncompressedPoint)  # noqa: E731
-    for scalar in [1, 2, N - 1 if curve == 256 else 3] + [rnd.randrange(1, 2**curve) for _ in range(6)]:
+    for scalar in [1, 2, N - 1 if curve == 256 else 3] + [rnd.randrange(1, 2**curve) for _ in range(16)]:
         try:
             key = ec.derive_private_key(scalar, cls())
         except ValueError:
             continue
-        peer = ec.generate_private_key(cls())
+        peer = ec.derive_private_key(rnd.randrange(1, N if curve == 256 else N384), cls())
         d = scalar.to_bytes(size, "big")
         cases.add((0, curve, d), lambda c, o, want=point(key): c == 0 and o == want)
         cases.add((1, curve, d, point(peer)),
@@ -258,8 +259,8 @@ def _key_cases(cases: _Cases, ec, ser, curve: int, rnd: random.Random) -> None:
 def _signature_cases(cases: _Cases, ec, ser, hashes, utils, curve: int, rnd: random.Random) -> None:
     size = curve // 8
     cls, h = {256: (ec.SECP256R1, hashes.SHA256), 384: (ec.SECP384R1, hashes.SHA384)}[curve]
-    for _ in range(8):
-        key = ec.generate_private_key(cls())
+    for _ in range(20):
+        key = ec.derive_private_key(rnd.randrange(1, N if curve == 256 else N384), cls())
         q = key.public_key().public_bytes(ser.Encoding.X962, ser.PublicFormat.UncompressedPoint)
         digest = hashlib.new(h.name, rnd.randbytes(rnd.randint(0, 90))).digest()
         der = key.sign(digest, ec.ECDSA(utils.Prehashed(h())))
