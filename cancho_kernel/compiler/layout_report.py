@@ -9,7 +9,8 @@
   tag 1, `f32` 4, everything else 8), widest first, rounded to the widest.
 
 Prelude types are not the program's and are left out; a generic declaration has no one layout,
-so it is skipped, as the reference does. The closing line sums what packing would save.
+so it is skipped, as the reference does. The closing line sums what packing would save and
+links the reference's section on packing.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ from .layout import RuntimeLayout
 
 NATURAL = {INT: 8, CINT: 8, BOOL: 1, BYTE: 1, FLOAT: 8, F32: 4, CPTR: 8}
 TAG_WIDTH = 1
+# The reference's closing line cites its own document; here it is a link to it.
+PACKING_DOC = "https://github.com/alpibrusl/cancho/blob/main/docs/layout.md#2-packing-real-and-nothing-here-can-spend-it"
 
 
 @dataclass(frozen=True)
@@ -92,5 +95,5 @@ def render_layout(rows: list[TypeLayout]) -> str:
     savings = sum(max(0, r.size - r.packed) for r in rows)
     if savings:
         lines += ["", f"packing would save {savings} bytes per copy across these types "
-                      "(`docs/layout.md` §2)"]
+                      f"({PACKING_DOC})"]
     return "".join(line + "\n" for line in lines)
