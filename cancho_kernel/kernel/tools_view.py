@@ -31,18 +31,19 @@ def _fmt(ctx: Context, args: str, body: Body) -> None:
     if split_args(args):
         raise DirectiveError("%%fmt takes no options")
     name = body.path or body.cell_name or "cell"
+    written = body.text if body.text.endswith("\n") else body.text + "\n"  # a cell has no final newline
     try:
-        formatted = format_text(body.text, name)
+        formatted = format_text(written, name)
     except FormatError as exc:
         if exc.failure is Failure.PARSE and exc.diagnostic is not None:
             ctx.fail(P.refusal([_in_cell(exc.diagnostic, body, ctx)]))
         else:
             ctx.fail(P.simple_failure("not-formatted", f"{name}: not formatted: {exc.why}"))
         return
-    if formatted == body.text:
+    if formatted == written:
         ctx.display({"text/plain": "already in the canonical layout"})
         return
-    diff = "".join(difflib.unified_diff(body.text.splitlines(keepends=True), formatted.splitlines(keepends=True),
+    diff = "".join(difflib.unified_diff(written.splitlines(keepends=True), formatted.splitlines(keepends=True),
                                         fromfile=f"{name} (as written)", tofile=f"{name} (formatted)"))
     ctx.display({"text/plain": diff.rstrip("\n")}, {"cancho": {"formatted": formatted}})
     payload = getattr(ctx, "payload", None)
