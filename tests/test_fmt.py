@@ -113,3 +113,20 @@ def test_every_line_of_a_real_file_deleted_in_turn_never_crashes():
             assert e.failure is Failure.PARSE or e.why
             continue
         assert parsed(out) == parsed(damaged)
+
+
+def test_a_comment_before_a_closing_brace_stays_inside_the_block():
+    src = "fn f() -> [] int {\n    if true {\n        return 1;\n    // after\n    }\n// last\n}\n"
+    assert format_text(src) == ("fn f() -> [] int {\n    if true {\n        return 1;\n        // after\n    }\n"
+                                "    // last\n}\n")
+
+
+def test_the_rejected_fixtures_never_crash_the_formatter():
+    for path in sorted((REPO / "tests" / "conformance" / "reject").glob("*.cho")):
+        text = path.read_text(encoding="utf-8", errors="surrogateescape")
+        try:
+            out = format_text(text, str(path))
+        except FormatError as e:
+            assert e.failure is Failure.PARSE and e.diagnostic is not None and e.diagnostic.rule, path
+            continue
+        assert parsed(out) == parsed(text), path

@@ -26,7 +26,7 @@ from typing import Optional
 from .diagnostics import Diagnostic
 from .lexer import EOF, FLOAT, INT, STR, LexError, Token, tokenize
 from .parser import parse_file
-from .printer import print_file
+from .printer import INDENT, print_file
 from .source import SourceFile
 
 _COMMENT_RE = re.compile(r"//[^\n]*")
@@ -294,6 +294,8 @@ def _assemble(scanned: Scanned, order, mapping, spelled, printed: str, ptokens: 
             out.blank()
             continue
         indent = line[: len(line) - len(line.lstrip())]
+        if line.lstrip().startswith("}"):  # a comment before a block's end is inside the block
+            indent += INDENT
         spot = placed.get(n, _Placed((), None))
         for c in spot.above:
             out.comment(indent + c.text, c.blank_before)
