@@ -37,16 +37,22 @@ def _err(text: str) -> None:
         sys.stderr.write(text if text.endswith("\n") else text + "\n")
 
 
-def collect(path: Path, out: list[Path]) -> None:
-    """Every `.cho` under `path` (sorted, dot-names skipped), or `path` itself if not a directory."""
+def collect(path: Path, out: list[Path], seen: set[Path] | None = None) -> None:
+    """Every `.cho` under `path` (sorted, dot-names skipped), or `path` itself if not a directory.
+    A directory reached twice (a symbolic link back up the tree) is walked once."""
     if not path.is_dir():
         out.append(path)
         return
+    seen = set() if seen is None else seen
+    real = path.resolve()
+    if real in seen:
+        return
+    seen.add(real)
     for entry in sorted(path.iterdir()):
         if entry.name.startswith("."):
             continue
         if entry.is_dir() or entry.suffix == ".cho":
-            collect(entry, out)
+            collect(entry, out, seen)
 
 
 def cmd_fmt(inputs: list[str], check: bool) -> int:
@@ -98,7 +104,9 @@ def cmd_fmt(inputs: list[str], check: bool) -> int:
 
 
 def _write_atomically(path: Path, text: str) -> None:
-    """Replace the file's text in one step, keeping its mode: never half a file."""
+    """Replace the file's text in one step, keeping its mode: never half a file. A symbolic link
+    is written through, as a plain write would, and stays a link."""
+    path = path.resolve()
     tmp = path.with_name(f".{path.name}.cancho-fmt-{os.getpid()}")
     try:
         tmp.write_text(text, encoding="utf-8")

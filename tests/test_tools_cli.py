@@ -114,3 +114,14 @@ def test_backend_llvm_is_accepted_where_the_reference_accepts_it(tmp_path, capsy
     for command in ("check", "ids", "layout", "authority"):
         code, _, err = cancho(command, str(f), "--backend", "llvm", capsys=capsys)
         assert code == 0, (command, err)
+
+
+def test_fmt_survives_a_link_loop_and_writes_through_a_link(tmp_path, capsys):
+    real = tmp_path / "real.cho"
+    real.write_text(UNFORMATTED)
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "link.cho").symlink_to(real)
+    (tmp_path / "d" / "up").symlink_to(tmp_path, target_is_directory=True)
+    code, out, err = cancho("fmt", str(tmp_path / "d"), capsys=capsys)
+    assert code == 0, err
+    assert (tmp_path / "d" / "link.cho").is_symlink() and real.read_text() == FORMATTED
