@@ -67,7 +67,7 @@ def test_comments_stay_trailing_or_above_and_blank_lines_collapse():
            "    let b = foo(a, // inside\n        2);\n\n\n    return b;\n\n}\n")
     out = format_text(src)
     assert out == ("// head\n\nfn f() -> [] int { // opens\n    let a = 1; // one\n    // before b\n"
-                   "    let b = foo(a, 2); // inside\n\n    return b;\n}\n")
+                   "    // inside\n    let b = foo(a, 2);\n\n    return b;\n}\n")
 
 
 def test_struct_literal_in_a_head_and_a_field_callee_keep_their_parentheses():
@@ -78,9 +78,12 @@ def test_struct_literal_in_a_head_and_a_field_callee_keep_their_parentheses():
     assert "struct P {\n    x: int,\n}" in out
 
 
-def test_an_import_written_after_a_declaration_moves_to_the_top():
+def test_an_import_written_after_a_declaration_is_refused_with_the_line_to_move():
     src = "fn f() -> [] int {\n    return 1;\n}\n\nimport std.io;\n"
-    assert format_text(src).startswith("import std.io;\n\nfn f()")
+    with pytest.raises(FormatError) as info:
+        format_text(src)
+    assert info.value.failure is Failure.CANNOT
+    assert info.value.why.startswith("line 5: an `import` after the first declaration")
 
 
 def test_crlf_and_trailing_whitespace_go():

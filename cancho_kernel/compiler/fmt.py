@@ -4,13 +4,15 @@ spellings put back (the reference's `docs/formatting.md`).
 The tree has no comments, no blank lines and no spellings, so the layout comes from the printer
 (``compiler/printer.py``) and the rest from the text: the source's tokens are aligned with the
 printed text's, and they may differ only in the known ways: a redundant pair of parentheses the
-printer drops, a trailing comma dropped or added, a literal spelled another way (`'a'`, `0x10`,
-`1_000`: the source's spelling is kept), and an `import` written after a declaration, which moves to
-the top. Anything else stops the formatter, and the file is left alone. A comment is put back by
-the token beside it: at the end of that token's output line if it ended a line in the source,
-otherwise on its own line above the line of the next token (a comment inside an expression moves
-above its statement). One blank line is kept where the source had one or more, never right after
-`{` or right before `}`.
+printer drops, a trailing comma dropped or added, and a literal spelled another way (`'a'`, `0x10`,
+`1_000`: the source's spelling is kept). Anything else stops the formatter and the file is left
+alone; an `import` after the first declaration is refused with the reference's advice (move it up),
+since the canonical form writes every import first. A comment is put back by the token beside it:
+one written at the end of a line stays at the end of the output line that token ends, when it
+ends one and the line has no comment yet; any other goes on its own line above the next token's
+line (so a comment inside an expression moves above its statement), one level in when that line
+closes a block. One blank line is kept where the source had one or more, never right after `{`
+or right before `}`.
 
 The result is returned only if it passes three checks: it parses to the same tree, it holds the
 same comments in the same order, and formatting it again changes nothing.
@@ -84,7 +86,7 @@ def _format(text: str, name: str, verify: bool) -> str:
     scanned = scan(source)
     printed = print_file(tree)
     ptokens = tokenize(SourceFile("<printed>", printed))
-    order = _import_order(scanned.tokens)
+    order = list(range(len(scanned.tokens) - 1))
     mapping, spelled = align(scanned.tokens, ptokens, order)
     out = _assemble(scanned, order, mapping, spelled, printed, ptokens)
     if verify:
@@ -130,28 +132,6 @@ def scan(source: SourceFile) -> Scanned:
             blank.add(k)
         prev_end = tok.span.end
     return Scanned(tokens, comments, frozenset(blank))
-
-
-def _import_order(tokens: list[Token]) -> list[int]:
-    """Source token indices (EOF excluded) in the printer's order: every `import` statement moved
-    to just after the `edition`/`module` header, as the printer writes them."""
-    body = list(range(len(tokens) - 1))
-    imports: list[int] = []
-    rest: list[int] = []
-    in_import = False
-    for k in body:
-        if tokens[k].kind == "import":
-            in_import = True
-        (imports if in_import else rest).append(k)
-        if in_import and tokens[k].kind == ";":
-            in_import = False
-    header = 0
-    for word in ("edition", "module"):
-        if header < len(rest) and tokens[rest[header]].text == word:
-            while header < len(rest) and tokens[rest[header]].kind != ";":
-                header += 1
-            header += 1
-    return rest[:header] + imports + rest[header:]
 
 
 # ---------------------------------------------------------------- alignment
@@ -223,6 +203,11 @@ def align(tokens: list[Token], ptokens: list[Token], order: list[int]) -> tuple[
             i += 1
         elif p is not None and p.kind == ",":
             j += 1
+        elif p is not None and p.kind == "import":
+            late = next((tokens[k] for k in order[i:] if tokens[k].kind == "import"), s)
+            line = late.span.line if late is not None else 0
+            raise FormatError(Failure.CANNOT, f"line {line}: an `import` after the first declaration; the "
+                              "canonical form puts every import before it, so move this one up")
         else:
             raise FormatError(Failure.CANNOT, _mismatch(s, p))
     mapping[len(tokens) - 1] = last
@@ -246,34 +231,33 @@ class _Placed:
     end: Optional[Comment]
 
 
-def _resolve(comment: Comment, order: list[int], mapping: dict[int, int], eof: int) -> int:
-    """The printed token a comment goes by: its own token's, or a kept neighbour's."""
-    if comment.token in mapping:
-        return mapping[comment.token]
-    at = order.index(comment.token)
-    forward = [mapping[k] for k in order[at + 1:] if k in mapping]
-    backward = [mapping[k] for k in reversed(order[:at]) if k in mapping]
-    first, second = (backward, forward) if comment.trailing else (forward, backward)
-    return (first or second or [eof])[0]
+def _kept(order: list[int], mapping: dict[int, int], start: int, forward: bool) -> Optional[int]:
+    """The printed index of the nearest kept source token from position `start` of `order`."""
+    positions = range(start, len(order)) if forward else range(start, -1, -1)
+    return next((mapping[order[k]] for k in positions if order[k] in mapping), None)
 
 
 def _placements(scanned: Scanned, order, mapping, line_of: list[int]) -> tuple[dict[int, _Placed], list[Comment]]:
+    """Where each comment goes (the reference's rule): one written at the end of a line stays at
+    the end of the output line its token ended up on, if that token ends that line and the line
+    has no comment yet; every other goes on its own line above the next token's line."""
     eof = len(line_of) - 1
-    by_line: dict[int, list[Comment]] = {}
-    at_end: list[Comment] = []
+    above: dict[int, list[Comment]] = {}
+    end: dict[int, Comment] = {}
+    at_eof: list[Comment] = []
     for c in scanned.comments:
-        j = _resolve(c, order, mapping, eof)
-        if j == eof:
-            at_end.append(c)
+        if c.trailing:
+            j = _kept(order, mapping, c.token, forward=False)
+            if j is not None and (j + 1 >= eof or line_of[j + 1] != line_of[j]) and line_of[j] not in end:
+                end[line_of[j]] = c
+                continue
+        nxt = _kept(order, mapping, c.token + 1 if c.trailing else c.token, forward=True)
+        if nxt is None or nxt >= eof:
+            at_eof.append(c)
         else:
-            by_line.setdefault(line_of[j], []).append(c)
-    placed: dict[int, _Placed] = {}
-    for line, cs in by_line.items():
-        if cs[-1].trailing:
-            placed[line] = _Placed(tuple(cs[:-1]), cs[-1])
-        else:
-            placed[line] = _Placed(tuple(cs), None)
-    return placed, at_end
+            above.setdefault(line_of[nxt], []).append(c)
+    lines = set(above) | set(end)
+    return {n: _Placed(tuple(above.get(n, ())), end.get(n)) for n in lines}, at_eof
 
 
 def _assemble(scanned: Scanned, order, mapping, spelled, printed: str, ptokens: list[Token]) -> str:
