@@ -223,9 +223,8 @@ def simple_stmt_text(s: ast.Stmt) -> str:
         ty = f": {type_text(s.ty)}" if s.ty is not None else ""
         return f"{'var' if s.mutable else 'let'} {s.name.name}{ty} = {expr_text(s.value)};"
     if isinstance(s, ast.LetStruct):
-        names = ", ".join(f.name for f in s.fields)
-        inner = f" {names} " if names else ""
-        return f"let {_qualified(s.qualifier, s.struct.name)} {{{inner}}} = {expr_text(s.value)};"
+        names = ", ".join(f.name for f in s.fields)  # none: `{  }`, as the reference prints it
+        return f"let {_qualified(s.qualifier, s.struct.name)} {{ {names} }} = {expr_text(s.value)};"
     if isinstance(s, ast.LetTuple):
         return f"let ({', '.join(n.name for n in s.names)}) = {expr_text(s.value)};"
     if isinstance(s, ast.Assign):
