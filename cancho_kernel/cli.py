@@ -61,6 +61,7 @@ usage:
     cancho fmt   <file.cho|dir>... [--check]
     cancho ids   <file.cho>... [--std]
     cancho layout <file.cho>... [--std]
+    cancho print <file.cho>
     cancho --version
     cancho -h | --help
 
@@ -91,7 +92,8 @@ options:
 `fmt` rewrites each file (each `.cho` under a directory) in the canonical layout, keeping its
 comments, blank lines and literal spellings; `ids` prints each declaration's content hash
 (a `sig` and a `body` per function, one per type); `layout` prints each type's leaves, size,
-packed size and stride (docs/cli.md). `cancho <command> --help` prints that command's usage.
+packed size and stride; `print` renders one file in the canonical layout without its comments
+(docs/cli.md). `cancho <command> --help` prints that command's usage.
 
 A program is the set of files named, in any order. `check` also generates code and discards
 it, so a program it accepts is one `build` can compile.
@@ -104,7 +106,7 @@ exit status: 0 success, 1 refused, 2 usage, 3 environment; `run` exits with the 
 status, or 3 if the program was killed by a signal (a trap is signal 4, SIGILL).
 """
 
-COMMANDS = ("build", "check", "run", "ir", "asm", "authority", "test", "fmt", "ids", "layout")
+COMMANDS = ("build", "check", "run", "ir", "asm", "authority", "test", "fmt", "ids", "layout", "print")
 CRANELIFT = ("`--backend cranelift`: this compiler has no Cranelift backend; every backend here is "
              "LLVM (`--backend llvm`, or `jit`/`exe` for `run`)")
 
@@ -189,7 +191,7 @@ def parse_args(command: str, args: Sequence[str]) -> Invocation:
             if form != "json":
                 raise usage(f"unknown output form `{form}`")
             inv.json = True
-        elif arg == "--backend" and command != "fmt":
+        elif arg == "--backend" and command not in ("fmt", "print"):
             name = value("--backend", "a name")
             if name == "cranelift":
                 raise usage(CRANELIFT)
@@ -584,11 +586,15 @@ def run(args: Sequence[str]) -> int:
             raise usage(CRANELIFT)
         return main_test(list(rest))
     inv = parse_args(command, rest)
-    if command in ("fmt", "ids", "layout"):
+    if command in ("fmt", "ids", "layout", "print"):
         from . import tools_cli
 
         if command == "fmt":
             return tools_cli.cmd_fmt(inv.inputs, inv.check)
+        if command == "print":
+            if len(inv.inputs) != 1:
+                raise usage("`print` renders one file at a time")
+            return tools_cli.cmd_print(inv.inputs[0])
         return (tools_cli.cmd_ids if command == "ids" else tools_cli.cmd_layout)(inv.inputs)
     handler = {"build": cmd_build, "check": cmd_check, "run": cmd_run, "ir": cmd_ir,
                "asm": cmd_asm, "authority": cmd_authority}[command]

@@ -1,4 +1,4 @@
-"""The reference's source tools on the command line: `cancho fmt`, `cancho ids`, `cancho layout`
+"""The reference's source tools on the command line: `cancho fmt`, `ids`, `layout` and `print`
 (``cli.py`` parses their arguments and dispatches here).
 
 `fmt FILE|DIR... [--check]` (the reference's `docs/formatting.md`): each file, or each `.cho` under a
@@ -8,6 +8,9 @@ PATH`. A file that does not parse is reported with its located diagnostic, one t
 formatted as `PATH: not formatted: WHY`, and either is left alone. Exit 1 if any file could not be
 formatted or, under `--check`, would change; 0 otherwise (the reference's codes: one status for
 both, the message says which).
+
+`print FILE` renders one parsed file in the canonical layout (``compiler/printer.py``): the tree's
+text, without the comments the tree does not hold; `fmt` is the formatter.
 
 `ids` and `layout` check the program first (an identity or a layout of something that does not
 compile is not handed out), then print the reference's reports: `compiler/ids.py`,
@@ -115,6 +118,24 @@ def _write_atomically(path: Path, text: str) -> None:
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def cmd_print(name: str) -> int:
+    """`cancho print`: one file's canonical text; a parse error is refused at its place."""
+    from .compiler import api
+    from .compiler.printer import print_file
+
+    try:
+        source = api.load_sources([name])[0]
+    except OSError as exc:
+        _err(f"cannot read `{name}`: {os_error_text(exc)}")
+        return EXIT_ENVIRONMENT
+    tree, diags = api.parse_source(source)
+    if tree is None:
+        _err(render_text(diags))
+        return EXIT_REFUSED
+    _out(print_file(tree))
+    return EXIT_OK
 
 
 def _checked(inputs: list[str]):

@@ -125,3 +125,14 @@ def test_fmt_survives_a_link_loop_and_writes_through_a_link(tmp_path, capsys):
     code, out, err = cancho("fmt", str(tmp_path / "d"), capsys=capsys)
     assert code == 0, err
     assert (tmp_path / "d" / "link.cho").is_symlink() and real.read_text() == FORMATTED
+
+
+def test_print_renders_the_canonical_text_without_comments(tmp_path, capsys):
+    f = tmp_path / "a.cho"
+    f.write_text(UNFORMATTED)
+    assert cancho("print", str(f), capsys=capsys) == (0, FORMATTED.replace("// keep me\n", ""), "")
+    f.write_text("fn f( -> [] int {}\n")
+    code, out, err = cancho("print", str(f), capsys=capsys)
+    assert code == 1 and out == "" and f"{f}:1:" in err
+    code, _, err = cancho("print", str(f), str(f), capsys=capsys)
+    assert code == 2 and err.startswith("`print` renders one file at a time\n\n")
