@@ -51,13 +51,17 @@ USAGE = """\
 cancho — a compiler for the cancho systems language (llvmlite backends)
 
 usage:
-    cancho build <file.cho>... [-o <output>] [--emit exe|obj] [--target <T>] [--std] [--safe] [--no-cache] [-l <name>]... [-L <path>]...
-    cancho check <file.cho>... [--std] [--output json] [--target <T>]
-    cancho run   <file.cho>... [--backend jit|exe | --target <T>] [--std] [--safe] [--no-cache] [-l <name>]... [-L <path>]... [-- <arg>...]
+    cancho build <file.cho>... [-o <output>] [--emit exe|obj] [--target <T>] [--backend llvm] [--std] [--safe] [--no-cache] [-l <name>]... [-L <path>]...
+    cancho check <file.cho>... [--std] [--output json] [--target <T>] [--backend llvm]
+    cancho run   <file.cho>... [--backend jit|exe|llvm | --target <T>] [--std] [--safe] [--no-cache] [-l <name>]... [-L <path>]... [-- <arg>...]
     cancho ir    <file.cho>... [--std] [--target <T>]
     cancho asm   <file.cho>... [--std] [--target <T>]
     cancho authority <file.cho>... [--std] [--output json]
-    cancho test  <file.cho>... [--std] [--backend jit|exe] [--safe]
+    cancho test  <file.cho>... [--std] [--backend jit|exe|llvm] [--safe]
+    cancho fmt   <file.cho|dir>... [--check]
+    cancho ids   <file.cho>... [--std]
+    cancho layout <file.cho>... [--std]
+    cancho print <file.cho>
     cancho --version
     cancho -h | --help
 
@@ -67,7 +71,11 @@ options:
     --std             accepted for the reference's command lines; the standard library is
                       always available through `import std.x;`, so it changes nothing
     --output json     `check`/`authority` answer as data on stdout rather than prose
-    --backend jit|exe `run` through MCJIT in this process (default) or a linked executable
+    --backend jit|exe `run` through MCJIT in this process (default) or a linked executable;
+                      `llvm` (the reference's name; every backend here is LLVM) is accepted by
+                      every command that compiles and means `exe` for `run`; `cranelift` is
+                      refused (there is no Cranelift backend here)
+    --check           `fmt`: write nothing; exit 1 if a file would change
     --target <T>      `build`/`check`/`run`/`ir`/`asm` for the host (default; its triple, as `--version`
                       prints it) or for `wasm32-wasip1`: a WebAssembly module linked with clang
                       and a WASI libc, run with wasmtime (docs/cli.md)
@@ -81,6 +89,12 @@ options:
                       (~/.cache/cancho-kernel; see docs/cli.md)
     -- <arg>...       `run`: everything after `--` is the program's command line
 
+`fmt` rewrites each file (each `.cho` under a directory) in the canonical layout, keeping its
+comments, blank lines and literal spellings; `ids` prints each declaration's content hash
+(a `sig` and a `body` per function, one per type); `layout` prints each type's leaves, size,
+packed size and stride; `print` renders one file in the canonical layout without its comments
+(docs/cli.md). `cancho <command> --help` prints that command's usage.
+
 A program is the set of files named, in any order. `check` also generates code and discards
 it, so a program it accepts is one `build` can compile.
 
@@ -92,7 +106,9 @@ exit status: 0 success, 1 refused, 2 usage, 3 environment; `run` exits with the 
 status, or 3 if the program was killed by a signal (a trap is signal 4, SIGILL).
 """
 
-COMMANDS = ("build", "check", "run", "ir", "asm", "authority", "test")
+COMMANDS = ("build", "check", "run", "ir", "asm", "authority", "test", "fmt", "ids", "layout", "print")
+CRANELIFT = ("`--backend cranelift`: this compiler has no Cranelift backend; every backend here is "
+             "LLVM (`--backend llvm`, or `jit`/`exe` for `run`)")
 
 
 class Failure(Exception):
@@ -130,6 +146,7 @@ class Invocation:
     cache: bool = True
     target: Target = HOST
     backend_given: bool = False
+    check: bool = False  # `fmt --check`
 
 
 def safe_from_env() -> bool:
@@ -174,11 +191,16 @@ def parse_args(command: str, args: Sequence[str]) -> Invocation:
             if form != "json":
                 raise usage(f"unknown output form `{form}`")
             inv.json = True
-        elif arg == "--backend" and run:
+        elif arg == "--backend" and command not in ("fmt", "print"):
             name = value("--backend", "a name")
-            if name not in ("jit", "exe"):
-                raise usage(f"unknown backend `{name}`")
-            inv.backend, inv.backend_given = name, True
+            if name == "cranelift":
+                raise usage(CRANELIFT)
+            if name not in (("jit", "exe", "llvm") if run else ("llvm",)):
+                raise usage(f"unknown backend `{name}`" + ("" if run else f"; `{command}` takes `--backend llvm`"))
+            if run:
+                inv.backend, inv.backend_given = ("exe" if name == "llvm" else name), True
+        elif arg == "--check" and command == "fmt":
+            inv.check = True
         elif arg == "--target" and command in ("build", "check", "run", "ir", "asm"):
             inv.target = _target(value("--target", "a target triple"))
         elif arg == "-l" and (build or run):
@@ -540,6 +562,16 @@ def _version() -> str:
     return f"cancho {__version__} (host {native.host_triple()})"
 
 
+def command_usage(command: str) -> str:
+    """One command's usage (`cancho SUB --help`): its lines of USAGE, then where the rest is."""
+    if command == "test":
+        from .testing import USAGE as TEST_USAGE
+
+        return TEST_USAGE
+    lines = [line for line in USAGE.splitlines() if line.split()[:2] == ["cancho", command]]
+    return "usage:\n" + "\n".join(lines) + "\n\n`cancho --help` describes every option.\n"
+
+
 def run(args: Sequence[str]) -> int:
     """Dispatch one command line (without the program name)."""
     if not args:
@@ -553,11 +585,26 @@ def run(args: Sequence[str]) -> int:
         return EXIT_OK
     if command not in COMMANDS:
         raise usage(f"unknown command `{command}`")
+    if any(a in ("-h", "--help") for a in rest[: rest.index("--") if "--" in rest else len(rest)]):
+        _write_stdout(command_usage(command))
+        return EXIT_OK
     if command == "test":
         from .testing import main_test  # the test runner owns its own options
 
+        if "cranelift" in rest and rest[rest.index("cranelift") - 1] == "--backend":
+            raise usage(CRANELIFT)
         return main_test(list(rest))
     inv = parse_args(command, rest)
+    if command in ("fmt", "ids", "layout", "print"):
+        from . import tools_cli
+
+        if command == "fmt":
+            return tools_cli.cmd_fmt(inv.inputs, inv.check)
+        if command == "print":
+            if len(inv.inputs) != 1:
+                raise usage("`print` renders one file at a time")
+            return tools_cli.cmd_print(inv.inputs[0])
+        return (tools_cli.cmd_ids if command == "ids" else tools_cli.cmd_layout)(inv.inputs)
     handler = {"build": cmd_build, "check": cmd_check, "run": cmd_run, "ir": cmd_ir,
                "asm": cmd_asm, "authority": cmd_authority}[command]
     try:

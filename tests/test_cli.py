@@ -71,8 +71,12 @@ def cancho(*args: str, capsys) -> tuple[int, str, str]:
     (["build", "x.cho", "--output", "json"], "unknown option `--output`"),
     (["build", "x.cho", "--emit", "dll"], "unknown emit kind `dll`"),
     (["build", "x.cho", "-o"], "`-o` needs a path"),
-    (["run", "x.cho", "--backend", "cranelift"], "unknown backend `cranelift`"),
-    (["build", "x.cho", "--backend", "jit"], "unknown option `--backend`"),
+    (["run", "x.cho", "--backend", "cranelift"], cli.CRANELIFT),
+    (["build", "x.cho", "--backend", "cranelift"], cli.CRANELIFT),
+    (["test", "x.cho", "--backend", "cranelift"], cli.CRANELIFT),
+    (["build", "x.cho", "--backend", "jit"], "unknown backend `jit`; `build` takes `--backend llvm`"),
+    (["fmt", "x.cho", "--backend", "llvm"], "unknown option `--backend`"),
+    (["ids", "x.cho", "--check"], "unknown option `--check`"),
     (["run", "-l"], "`-l` needs a library name"),
 ])
 def test_usage_errors(args, message, capsys):
