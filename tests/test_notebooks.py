@@ -7,7 +7,8 @@ CPU (`CANCHO_CPU=baseline`, docs/cli.md), so an `%%asm` listing is the same on e
 tests/test_notebook_claims.py runs the timing claims under the host CPU too.
 
 Like tests/test_kernel_notebooks.py, nbval runs in a child pytest so that the README's single
-test command covers the notebooks.
+test command covers the notebooks; the child spreads whole notebooks over the machine's cores
+(pytest-xdist, `--dist loadfile`: a notebook's cells share one kernel, so they stay together).
 """
 
 from __future__ import annotations
@@ -37,14 +38,18 @@ def test_the_notebooks_exist():
     assert {"checked-output.ipynb", "authority-model.ipynb", "bulk-output.ipynb"} <= names
 
 
-@pytest.mark.timeout(900)  # the child's own bound: every notebook on two shared cores
+WORKERS = max(1, min(2, os.cpu_count() or 1))
+
+
+@pytest.mark.timeout(1800)  # the child's own bound: every notebook on two shared cores
 @pytest.mark.usefixtures("cancho_kernelspec")
 def test_notebooks_pass_strict_nbval():
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "--nbval", "--nbval-sanitize-with", str(SANITIZE),
          "--nbval-cell-timeout", "300", "-q", "-p", "no:cacheprovider", "-p", "no:benchmark", "-o", "addopts=",
+         "-n", str(WORKERS), "--dist", "loadfile",
          "--rootdir", str(NOTEBOOKS), *map(str, PATHS)],
-        capture_output=True, text=True, timeout=900, cwd=NOTEBOOKS,
+        capture_output=True, text=True, timeout=1800, cwd=NOTEBOOKS,
         env={**os.environ, "CANCHO_CPU": "baseline"})  # the stored listings are the baseline CPU's
     assert proc.returncode == 0, proc.stdout[-8000:] + proc.stderr[-2000:]
     assert re.search(r"\d+ passed", proc.stdout), proc.stdout[-2000:]
