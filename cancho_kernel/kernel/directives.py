@@ -581,6 +581,7 @@ def _clear(ctx: Context, args: str, body: Body) -> None:
 # Directives defined in their own modules register themselves on import.
 from . import bench as _bench  # noqa: E402,F401
 from . import authority_view as _authority_view  # noqa: E402,F401
+from . import testcell as _testcell  # noqa: E402,F401
 
 __all__ = ["REGISTRY", "Settings", "Body", "DirectiveError", "execute", "parse_header", "help_text",
            "known_names"]
