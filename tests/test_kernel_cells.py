@@ -72,3 +72,91 @@ def test_test_cell_refusals(kernel):
     assert "cell[" in shape.error["evalue"] and "test_bad" in shape.error["evalue"]
     bad = run(kernel, "%%test --stdin x\nfn test_a() -> [] int { return 0; }\n")
     assert bad.status == "error" and "--stdin" in bad.error["evalue"]
+
+
+# -- %%ir / %%asm -------------------------------------------------------------------------------
+
+KERNELS = """fn k_checked(n: int) -> [] int {
+    var total = 0;
+    var k = 0;
+    while k < n {
+        total = total + k;
+        k = k + 1;
+    }
+    return total;
+}
+
+fn k_wrapping(n: int) -> [] int {
+    var total = 0;
+    var k = 0;
+    while k < n {
+        total = wrapping_add(total, k);
+        k = k + 1;
+    }
+    return total;
+}
+
+fn main(world: World) -> [] int {
+    release(world);
+    return k_checked(10) - k_wrapping(10);
+}
+"""
+
+
+def test_fn_filter_shows_only_that_function(kernel):
+    """`--fn` keeps the function O2 would inline away, and only it is shown."""
+    ir = run(kernel, "%%ir --fn k_checked\n" + KERNELS)
+    assert ir.status == "ok", ir.outputs
+    defines = [line for line in ir.shown.splitlines() if line.startswith("define ")]
+    assert len(defines) == 1 and "@lexs_k_checked(" in defines[0], ir.shown
+    assert "llvm.sadd.with.overflow" in ir.shown  # the checked `+`
+    asm = run(kernel, "%%asm --fn k_wrapping\n" + KERNELS)
+    assert asm.status == "ok", asm.outputs
+    assert asm.shown.startswith("lexs_k_wrapping:") and "lexs_k_checked" not in asm.shown, asm.shown
+    assert "ud2" not in asm.shown  # wrapping arithmetic has no trap
+    missing = run(kernel, "%%asm --fn nothere\n" + KERNELS)
+    assert missing.status == "error" and "k_checked" in missing.error["evalue"], missing.error
+
+
+def test_intel_and_opt_levels(kernel):
+    att = run(kernel, "%%asm --fn k_checked\n" + KERNELS).shown
+    intel = run(kernel, "%%asm --intel --fn k_checked\n" + KERNELS).shown
+    assert "%r" in att and "%r" not in intel, intel
+    again = run(kernel, "%%asm --fn k_checked\n" + KERNELS).shown
+    assert again == att  # Intel syntax was put back
+    o0 = run(kernel, "%%ir -O0 --fn k_checked\n" + KERNELS).shown
+    o2 = run(kernel, "%%ir -O2 --fn k_checked\n" + KERNELS).shown
+    assert "alloca" in o0 and "alloca" not in o2, o0
+
+
+@pytest.mark.parametrize("line, word", [("%%asm --bogus", "--bogus"), ("%%ir -O3", "-O3"),
+                                        ("%%ir --intel", "--intel"), ("%%asm --fn", "--fn"),
+                                        ("%%asm --diff a", "--diff")])
+def test_unknown_listing_options_are_refused_with_their_column(kernel, line, word):
+    cell = run(kernel, line + "\n" + KERNELS)
+    assert cell.status == "error", cell.outputs
+    evalue = cell.error["evalue"]
+    column = line.index(word) + 1
+    assert f"column {column} of the `{line.split()[0]}` line" in evalue, evalue
+
+
+def test_asm_diff_of_two_functions(kernel):
+    cell = run(kernel, "%%asm --diff k_checked k_wrapping\n" + KERNELS)
+    assert cell.status == "ok", cell.outputs
+    data = cell.of("display_data")[0]["data"]
+    assert data["text/plain"].startswith("--- k_checked\n+++ k_wrapping"), data["text/plain"]
+    assert "<table" in data["text/html"] and "ud2" in data["text/html"]
+    minus = [l for l in data["text/plain"].splitlines() if l.startswith("-") and "ud2" in l]
+    assert minus, data["text/plain"]  # the trap is on the checked side only
+
+
+def test_asm_diff_of_two_named_programs(kernel):
+    for name, fn in (("checked", "k_checked"), ("wrapping", "k_wrapping")):
+        main = KERNELS.replace("return k_checked(10) - k_wrapping(10);", f"return {fn}(10);")
+        kept = run(kernel, f"%%run --name {name} --expect-status 45\n" + main)
+        assert kept.status == "ok", kept.outputs
+    cell = run(kernel, "%%asm --diff checked wrapping\n")
+    assert cell.status == "ok", cell.outputs
+    data = cell.of("display_data")[0]["data"]
+    assert data["text/plain"].startswith("--- checked\n+++ wrapping") or "are the same" in data["text/plain"]
+    assert "<table" in data["text/html"]

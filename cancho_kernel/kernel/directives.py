@@ -40,6 +40,7 @@ from .options import (CPU, LOAD_CAP, MAX_OUTPUT, MEMORY, PROCESSES, STDIN_FILE_C
                       checked_path, limits_of, opened_stdout, parse_count, parse_run_options, parse_seconds,
                       parse_signal, parse_size, parse_stdout_target, read_capped, read_opened, safe_screen,
                       split_args, stdin_of, unescape, write_file)
+from .listing import ListingOptions
 from .runner import BACKENDS, RunRequest
 from .memory import release_memory
 from .session import Session
@@ -435,29 +436,103 @@ def _filter_asm(text: str, wanted: set[str]) -> str:
     return "\n\n".join(blocks)
 
 
-@directive("%%ir", "%%ir", "show the optimized (O2) LLVM IR of the cell's functions, as compiled into the "
-           "program `main` runs (the session does not change)")
-def _ir(ctx: Context, args: str, body: Body) -> None:
-    outcome, wanted = _compiled_for_listing(ctx, body, "%%ir")
-    if outcome is None:
-        return
-    from ..compiler.backends import native  # libLLVM's passes: only for a cell that asks
-
-    full = native.optimized_ir(outcome.ir)
-    shown = _filter_ir(full, wanted) or full
-    ctx.display({"text/plain": shown.rstrip() + "\n"})
+LISTING_USAGE = "[--fn NAME]... [-O0|-O2]"
 
 
-@directive("%%asm", "%%asm", "show the assembly of the cell's functions (the session does not change)")
-def _asm(ctx: Context, args: str, body: Body) -> None:
-    outcome, wanted = _compiled_for_listing(ctx, body, "%%asm")
-    if outcome is None:
-        return
+def _asked(ir: str, opts: ListingOptions) -> set[str]:
+    """The `--fn` names as symbols, each checked against the program's own functions."""
     from ..compiler.backends import native
+    from .listing import matches, symbol_of
 
-    full = native.emit_asm(outcome.ir)
-    shown = _filter_asm(full, wanted) or full
-    ctx.display({"text/plain": shown.rstrip() + "\n"})
+    stems = {symbol_of(n) for n in opts.functions}
+    defined = [f.name for f in native.parse(ir).functions if not f.is_declaration]
+    for n in opts.functions:
+        if not any(matches(d, {symbol_of(n)}) for d in defined):
+            shown = sorted({d[len("lexs_"):].split("[")[0] for d in defined if d.startswith("lexs_")})
+            raise DirectiveError(f"--fn {n}: the program `main` runs has no function `{n}` "
+                                 f"(it has {', '.join(shown)})")
+    return stems
+
+
+def _listing(ctx: Context, body: Body, what: str, args: str) -> None:
+    """`%%ir`/`%%asm` with options (listing.py); without any, the listing as it always was."""
+    from . import listing
+
+    opts = listing.parse_listing(what, args)
+    if opts.diff is not None:
+        _asm_diff(ctx, body, opts)
+        return
+    outcome, wanted = _compiled_for_listing(ctx, body, what)
+    if outcome is None:
+        return
+    if opts.plain:
+        from ..compiler.backends import native  # libLLVM's passes: only for a cell that asks
+
+        full = native.optimized_ir(outcome.ir) if what == "%%ir" else native.emit_asm(outcome.ir)
+        shown = (_filter_ir if what == "%%ir" else _filter_asm)(full, wanted) or full
+        ctx.display({"text/plain": shown.rstrip() + "\n"})
+        return
+    stems = _asked(outcome.ir, opts) if opts.functions else wanted
+    mod = listing.module_for(outcome.ir, opts.opt, stems)
+    if what == "%%ir":
+        blocks = listing.ir_functions(mod, stems)
+    else:
+        blocks = [b for b in listing.asm_functions(listing.assembly(mod, opts.opt, opts.intel))
+                  if listing.matches(b.name, stems)]
+    text = "\n\n".join(b.text for b in blocks) or f"none of {', '.join(sorted(stems))} is in the program"
+    ctx.display({"text/plain": text.rstrip() + "\n"},
+                {"cancho": {"functions": [b.name for b in blocks], "opt": opts.opt, "intel": opts.intel}})
+
+
+def _diff_side(ctx: Context, name: str, opts, cell) -> tuple[str, list[str]]:
+    """One side of a diff: a named program's whole listing, or one function of the cell."""
+    from . import listing
+
+    if cell is None:
+        prog = ctx.session.programs.resolve(name)
+        assert prog is not None and prog.ir is not None
+        mod = listing.module_for(prog.ir, opts.opt, set())
+        blocks = listing.asm_functions(listing.assembly(mod, opts.opt, opts.intel))
+        return name, [line for b in blocks for line in [f"{b.name}:", *listing.instructions(b.text)[1:]]]
+    stem = listing.symbol_of(name)
+    blocks = [b for b in listing.asm_functions(cell) if listing.matches(b.name, {stem})]
+    return name, [line for b in blocks for line in listing.instructions(b.text)]
+
+
+def _asm_diff(ctx: Context, body: Body, opts) -> None:
+    """`%%asm --diff A B`: two programs kept by `%%run --name`, else two functions of the cell."""
+    from . import listing
+
+    a, b = opts.diff
+    programs = [ctx.session.programs.resolve(n) for n in (a, b)]
+    if all(p is not None and p.kind == "cancho" and p.ir is not None for p in programs) and body.blank:
+        left, right = _diff_side(ctx, a, opts, None), _diff_side(ctx, b, opts, None)
+    else:
+        outcome, _ = _compiled_for_listing(ctx, body, "%%asm --diff")
+        if outcome is None:
+            return
+        stems = _asked(outcome.ir, dataclasses.replace(opts, functions=(a, b)))
+        text = listing.assembly(listing.module_for(outcome.ir, opts.opt, stems), opts.opt, opts.intel)
+        left, right = _diff_side(ctx, a, opts, text), _diff_side(ctx, b, opts, text)
+    plain, doc = listing.side_by_side(left, right)
+    ctx.display({"text/plain": plain + "\n", "text/html": doc},
+                {"cancho": {"diff": [a, b], "lines": [len(left[1]), len(right[1])]}})
+
+
+@directive("%%ir", "%%ir " + LISTING_USAGE,
+           "show the optimized (O2) LLVM IR of the cell's functions, as compiled into the program `main` "
+           "runs (the session does not change); --fn NAME shows that function (kept for the listing even "
+           "where O2 would inline it into every caller), -O0 the IR before optimisation")
+def _ir(ctx: Context, args: str, body: Body) -> None:
+    _listing(ctx, body, "%%ir", args)
+
+
+@directive("%%asm", "%%asm " + LISTING_USAGE + " [--intel] [--diff A B]",
+           "show the assembly of the cell's functions (the session does not change); options as %%ir's, "
+           "--intel in Intel syntax; --diff A B side by side: two programs kept with `%%run --name` "
+           "(an empty cell), or two functions of the cell")
+def _asm(ctx: Context, args: str, body: Body) -> None:
+    _listing(ctx, body, "%%asm", args)
 
 
 @directive("%%file", "%%file NAME.cho", "write the cell's text to NAME.cho (a plain file name in the notebook's "
