@@ -160,3 +160,154 @@ def test_asm_diff_of_two_named_programs(kernel):
     data = cell.of("display_data")[0]["data"]
     assert data["text/plain"].startswith("--- checked\n+++ wrapping") or "are the same" in data["text/plain"]
     assert "<table" in data["text/html"]
+
+
+# -- %%run --display ------------------------------------------------------------------------------
+
+
+def writes(text_literal: str, status: int = 0) -> str:
+    """A main that writes the cancho string literal `text_literal` to stdout."""
+    return f"""fn main(world: World) -> [] int {{
+    let Split {{ io, ffi, fs, heap, args }} = split(world);
+    release(ffi);
+    release(fs);
+    release(heap);
+    release(args);
+    borrow mut io as &!i in {{
+        write_bytes(i, {text_literal});
+    }}
+    release(io);
+    return {status};
+}}
+"""
+
+
+# A 3x2 P6 image: red, green, blue / white, black, grey, written byte by byte.
+PPM = """fn px[&i](io: &!i Io, r: int, g: int, b: int) -> [io_write] int {
+    putchar(io, r);
+    putchar(io, g);
+    putchar(io, b);
+    return 0;
+}
+
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args } = split(world);
+    release(ffi);
+    release(fs);
+    release(heap);
+    release(args);
+    borrow mut io as &!i in {
+        write_bytes(i, "P6\\n# a comment\\n3 2\\n255\\n");
+        px(i, 255, 0, 0);
+        px(i, 0, 255, 0);
+        px(i, 0, 0, 255);
+        px(i, 255, 255, 255);
+        px(i, 0, 0, 0);
+        px(i, 128, 128, 128);
+    }
+    release(io);
+    return 0;
+}
+"""
+
+
+def png_pixels(b64: str):
+    import base64
+    import io
+
+    from PIL import Image
+
+    img = Image.open(io.BytesIO(base64.b64decode(b64)))
+    return img.size, [img.getpixel((x, y)) for y in range(img.size[1]) for x in range(img.size[0])]
+
+
+@pytest.mark.parametrize("backend", ["jit", "exe"])
+def test_display_ppm_is_a_png_with_the_programs_pixels(kernel, backend):
+    cell = run(kernel, f"%%run --backend {backend} --display ppm\n" + PPM)
+    assert cell.status == "ok", cell.outputs
+    assert cell.stream("stdout") == ""  # shown as an image, not as bytes
+    data = cell.of("display_data")[0]["data"]
+    size, pixels = png_pixels(data["image/png"])
+    assert size == (3, 2)
+    assert [p[:3] for p in pixels] == [(255, 0, 0), (0, 255, 0), (0, 0, 255), (255, 255, 255),
+                                       (0, 0, 0), (128, 128, 128)]
+    assert "3×2" in data["text/plain"]
+
+
+def test_display_csv_html_svg(kernel):
+    csv = run(kernel, "%%run --display text/csv\n" + writes('"n,square\\n2,4\\n\\"a,b\\",<x>\\n"'))
+    assert csv.status == "ok", csv.outputs
+    html = csv.of("display_data")[0]["data"]["text/html"]
+    assert "<th>n</th><th>square</th>" in html and "<td>a,b</td><td>&lt;x&gt;</td>" in html, html
+    page = run(kernel, "%%run --display text/html\n" + writes('"<b>bold</b>"'))
+    assert page.of("display_data")[0]["data"]["text/html"] == "<b>bold</b>"
+    svg = run(kernel, "%%run --display image/svg+xml\n" + writes('"<svg xmlns=\\"http://www.w3.org/2000/svg\\"/>"'))
+    assert svg.of("display_data")[0]["data"]["image/svg+xml"].startswith("<svg")
+
+
+def test_display_refusals(kernel):
+    bad = run(kernel, "%%run --display image/png\n" + writes('"not a png"'))
+    assert bad.status == "error" and "not a PNG" in bad.error["evalue"], bad.outputs
+    ppm = run(kernel, "%%run --display ppm\n" + writes('"P6\\n2 2\\n255\\nab"'))
+    assert ppm.status == "error" and "bytes of pixels" in ppm.error["evalue"], ppm.outputs
+    kind = run(kernel, "%%run --display image/gif\n" + writes('"x"'))
+    assert kind.status == "error" and "image/gif" in kind.error["evalue"]
+    failed = run(kernel, "%%run --display text/html\n" + writes('"<b>partial"', status=3))
+    assert failed.status == "error" and failed.stream("stdout") == "<b>partial"  # shown as text
+    cut = run(kernel, "%%run --display text/html --max-output 4\n" + writes('"<b>bold</b>"'))
+    assert cut.status == "error" and "--max-output" in cut.error["evalue"], cut.outputs
+
+
+# -- WebAssembly in cells ------------------------------------------------------------------------
+
+
+SPARE = """edition 5;
+fn spare(clock: Clock) -> [] int {
+    borrow clock as &c in {
+        let a = fork_clock(c);
+        release(a);
+    }
+    release(clock);
+    return 0;
+}
+fn main(world: World) -> [] int {
+    let Split { io, ffi, fs, heap, args, net, clock } = split(world);
+    release(io); release(ffi); release(fs); release(heap); release(args); release(net);
+    return spare(clock);
+}
+"""
+
+
+def test_run_target_wasm(kernel):
+    cell = run(kernel, "%%run --target wasm32-wasip1 --expect-status 3\n" + writes('"hello, wasm\\n"', status=3))
+    assert cell.status == "ok", cell.outputs
+    assert cell.stream("stdout") == "hello, wasm\n"
+    assert cell.of("execute_result")[0]["metadata"]["cancho"]["backend"] == "wasm32-wasip1"
+    trap = run(kernel, "%%run --target wasm32-wasip1 --expect-trap\nfn main(world: World) -> [] int {\n"
+                       "    release(world);\n    return trap();\n}\n")
+    assert trap.status == "ok", trap.outputs
+    assert "trapped" in trap.stream("stderr")
+    refused = run(kernel, "%%run --target wasm32-wasip1\n" + SPARE)
+    assert refused.status == "error" and refused.error["ename"] == "unsupported-on-target", refused.outputs
+    assert "cell[" in "".join(refused.error["traceback"])  # located in the cell
+    host = run(kernel, "%%run\n" + SPARE)
+    assert host.status == "ok", host.outputs  # the same cell builds for the host
+    run(kernel, "%reset")  # SPARE set the session's edition
+    both = run(kernel, "%%run --target wasm32-wasip1 --backend exe\n" + writes('"x"'))
+    assert both.status == "error" and "--backend" in both.error["evalue"]
+    unknown = run(kernel, "%%run --target riscv64\n" + writes('"x"'))
+    assert unknown.status == "error" and "riscv64" in unknown.error["evalue"]
+
+
+def test_authority_target_wasm_lists_the_modules_imports(kernel):
+    cell = run(kernel, "%%authority --target wasm32-wasip1\n" + writes('"x"'))
+    assert cell.status == "ok", cell.outputs
+    data = cell.of("display_data")[0]
+    text = data["data"]["text/plain"]
+    assert "imports (wasm32-wasip1)" in text and "wasi_snapshot_preview1.fd_write" in text, text
+    assert "fd_write" in data["data"]["text/html"]
+    assert "wasi_snapshot_preview1.fd_write" in data["metadata"]["cancho"]["authority"]["wasi"]["imports"]
+    host = run(kernel, "%%authority\n" + writes('"x"'))
+    assert "imports" not in host.of("display_data")[0]["data"]["text/plain"]
+    bad = run(kernel, "%%authority --target x86\n" + writes('"x"'))
+    assert bad.status == "error"

@@ -266,7 +266,8 @@ def default_cell(ctx: Context, body: Body) -> None:
 
 def run_body(ctx: Context, body: Body, opts: RunOptions, use_last_main: bool) -> None:
     """Check the cell with the session; commit it when accepted; run `main` if there is one."""
-    outcome = ctx.session.process(body.source(ctx.session), compile=True, use_last_main=use_last_main)
+    outcome = ctx.session.process(body.source(ctx.session), compile=True, use_last_main=use_last_main,
+                                  target=opts.compile_target)
     if not outcome.ok:
         ctx.fail(P.refusal(outcome.diagnostics))
         return
@@ -294,15 +295,29 @@ def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
 
 
 def _run_opened(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
-    req = RunRequest(ir=ir, backend=opts.backend, target=opts.target, stdin=opts.stdin,
-                     args=opts.args, limits=opts.limits)
-    outcome = ctx.runner.run(req)
+    if opts.compile_target.is_wasi:
+        from .wasm_run import run_module
+
+        outcome = run_module(ctx.runner, ir, opts)
+    else:
+        req = RunRequest(ir=ir, backend=opts.backend, target=opts.target, stdin=opts.stdin,
+                         args=opts.args, limits=opts.limits)
+        outcome = ctx.runner.run(req)
     result, failed = outcome.result, outcome.failure
+    shown = None
     if result is not None:
-        if result.stdout:
+        try:
+            shown = _displayed(result, opts) if opts.display and failed is None else None
+        except DirectiveError:
+            if result.stderr:
+                ctx.stream("stderr", result.stderr.decode("utf-8", errors="replace"))
+            raise
+        if result.stdout and shown is None:
             ctx.stream("stdout", result.stdout.decode("utf-8", errors="replace"))
         if result.stderr:
             ctx.stream("stderr", result.stderr.decode("utf-8", errors="replace"))
+        if shown is not None:
+            ctx.display(shown, {"cancho": {"display": opts.display, "bytes": len(result.stdout)}})
     if failed is not None:
         if outcome.interrupted:
             ctx.fail(P.simple_failure("KeyboardInterrupt", "interrupted before the program started"))
@@ -313,7 +328,8 @@ def _run_opened(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
     bounded = getattr(ctx.runner, "bounded", None)  # the limits the run had (safe mode's caps)
     limits = bounded(opts.limits) if bounded is not None else opts.limits
     failure = P.judge(result, opts.target, opts.expect_status, opts.expect_signal, limits)
-    meta = P.run_metadata(result, opts.backend, opts.target)
+    meta = P.run_metadata(result, opts.compile_target.name if opts.compile_target.is_wasi else opts.backend,
+                          opts.target)
     text = P.summary(result, opts.target)
     if kept is not None:
         if result.compile_seconds is not None and kept.backend == "jit":
@@ -326,17 +342,34 @@ def _run_opened(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
         ctx.result({"text/plain": text}, meta)
 
 
+def _displayed(result, opts: RunOptions) -> dict | None:
+    """`--display`: the bundle for what the program wrote, when it ended as expected and its
+    output was kept whole; else None (its bytes are then shown as text). Output that is not the
+    kind it claims raises DirectiveError (the cell fails, saying why)."""
+    from .program_display import bundle
+
+    if result.signal is not None or result.timed_out or (
+            result.exit_status != (opts.expect_status or 0)):
+        return None
+    if result.stdout_truncated:
+        raise DirectiveError(f"--display {opts.display}: the output was cut at the --max-output cap "
+                             f"({result.stdout_total} bytes written), so it is not shown as {opts.display}")
+    return bundle(opts.display, result.stdout)
+
+
 # -- the directives -----------------------------------------------------------------------------------
 
 
 @directive("%%run", "%%run [--backend jit|exe] [--stdout pipe|/dev/full|/dev/null|file:PATH|closed|broken-pipe[:N]] "
            "[--stdin TEXT | --stdin-file PATH] [--args A B ...] [--timeout S] [--max-output N] [--memory N] "
            "[--cpu S] [--processes N] [--expect-status N | --expect-signal SIG | --expect-trap] [--name NAME] "
-           "[-- ARGS ...]",
+           "[--display image/png|image/svg+xml|text/html|text/csv|ppm] [--target wasm32-wasip1] [-- ARGS ...]",
            "compile the cell with the session and run it with these options; without a `main` in the "
            "cell, the last `main` runs again; --name keeps the program for %bench. Limits apply to the "
            "program only (see %limits); --stdin-file reads at most 64 MiB; arguments after `--` are "
-           "the program's too, for those that start with `-` (`-- -d, -f2`)")
+           "the program's too, for those that start with `-` (`-- -d, -f2`); --display shows what the program "
+           "writes to stdout as that kind of output (CSV as a table, a PPM image as PNG); --target "
+           "wasm32-wasip1 builds a WebAssembly module and runs it with wasmtime (a trap is status 134)")
 def _run(ctx: Context, args: str, body: Body) -> None:
     opts = parse_run_options(args, ctx.settings)
     if body.blank:
