@@ -311,3 +311,26 @@ def test_authority_target_wasm_lists_the_modules_imports(kernel):
     assert "imports" not in host.of("display_data")[0]["data"]["text/plain"]
     bad = run(kernel, "%%authority --target x86\n" + writes('"x"'))
     assert bad.status == "error"
+
+
+def test_display_hostile_images_are_refused_at_once(kernel):
+    """A header promising a huge image, a P3 with a word for a sample: refused, the kernel alive."""
+    huge = run(kernel, "%%run --display ppm\n" + writes('"P6\\n100000 100000\\n255\\n"'))
+    assert huge.status == "error" and "pixels" in huge.error["evalue"], huge.outputs
+    word = run(kernel, "%%run --display ppm\n" + writes('"P3\\n1 1\\n255\\n1 two 3\\n"'))
+    assert word.status == "error" and "not a number" in word.error["evalue"], word.outputs
+    p3 = run(kernel, "%%run --display ppm\n" + writes('"P3 2 1 15 15 0 0 0 15 0"'))
+    assert p3.status == "ok", p3.outputs
+    assert [p[:3] for p in png_pixels(p3.of("display_data")[0]["data"]["image/png"])[1]] == \
+        [(255, 0, 0), (0, 255, 0)]
+    assert run(kernel, "%%run\n" + writes('"alive\\n"')).stream("stdout") == "alive\n"
+
+
+def test_ppm_of_16_bit_samples_is_scaled():
+    import base64
+
+    from cancho_kernel.kernel.program_display import ppm_to_png
+
+    png, w, h = ppm_to_png(b"P6 2 1 65535 " + b"\xff\xff\x00\x00\x80\x00" + b"\x00\x00\xff\xff\x00\x00")
+    assert (w, h) == (2, 1)
+    assert [p[:3] for p in png_pixels(base64.b64encode(png).decode())[1]] == [(255, 0, 127), (0, 255, 0)]

@@ -4,7 +4,8 @@ cancho program can draw a picture or a table in the notebook.
 * ``image/png``, ``image/svg+xml``, ``text/html``: the bytes as they are (PNG checked by its
   signature, SVG and HTML as UTF-8);
 * ``text/csv``: parsed by Python's ``csv`` and shown as an HTML table (the text kept as plain);
-* ``ppm``: a Netpbm P6 (binary) or P3 (text) image converted to PNG by Pillow.
+* ``ppm``: a Netpbm P6 (binary, 8 or 16 bits) or P3 (text) image converted to PNG by Pillow
+  (at most 16 Mi pixels; a header cannot make the kernel allocate more).
 
 Each output also carries a ``text/plain`` description, since a frontend that shows no images
 (a terminal, nbval) shows that. Bytes that are not what the kind promises are refused with the
@@ -22,7 +23,9 @@ import io
 from .options import DirectiveError
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-MAX_PIXELS = 64 << 20  # a PPM header cannot make the kernel allocate more than this
+MAX_PIXELS = 16 << 20  # a PPM header cannot make the kernel allocate more than this
+MAX_P3_TEXT = 16 << 20  # P3 is parsed into numbers: text beyond this is refused (write P6)
+MAX_CSV_ROWS = 1000  # rows a CSV table shows (the text keeps them all)
 
 
 class DisplayKind(enum.StrEnum):
@@ -44,13 +47,20 @@ def _text(data: bytes, kind: DisplayKind) -> str:
 
 
 def csv_table(text: str) -> str:
-    """CSV as an HTML table, the first row as its head."""
-    rows = list(csv.reader(io.StringIO(text)))
+    """CSV as an HTML table, the first row as its head, at most MAX_CSV_ROWS rows below it."""
+    rows = []
+    for k, row in enumerate(csv.reader(io.StringIO(text))):
+        if k > MAX_CSV_ROWS:
+            break
+        rows.append(row)
     if not rows:
         return "<p>(no rows)</p>"
+    more = text.count("\n") - MAX_CSV_ROWS if len(rows) > MAX_CSV_ROWS else 0
     head = "".join(f"<th>{html.escape(c)}</th>" for c in rows[0])
-    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>" for r in rows[1:])
-    return f"<table class=\"cancho-csv\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+    body = "".join("<tr>" + "".join(f"<td>{html.escape(c)}</td>" for c in r) + "</tr>"
+                   for r in rows[1:MAX_CSV_ROWS + 1])
+    note = f"<p>the first {MAX_CSV_ROWS} rows of about {MAX_CSV_ROWS + more}</p>" if more > 0 else ""
+    return f"<table class=\"cancho-csv\"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>{note}"
 
 
 def _ppm_header(data: bytes) -> tuple[bytes, int, int, int, int]:
@@ -83,31 +93,42 @@ def _ppm_header(data: bytes) -> tuple[bytes, int, int, int, int]:
     return magic, width, height, maxval, i + 1
 
 
+def _samples(data: bytes, magic: bytes, width: int, height: int, maxval: int, at: int):
+    """The image's samples scaled to 0..255, as a uint8 array of width × height × 3."""
+    import numpy as np
+
+    count = width * height * 3
+    if magic == b"P3":
+        text = data[at - 1:]
+        if len(text) > MAX_P3_TEXT:
+            raise DirectiveError(f"--display ppm: a P3 image of more than {MAX_P3_TEXT >> 20} MiB of text is "
+                                 "not read; write P6 (binary)")
+        try:
+            values = np.array(text.split()[:count], dtype=np.int64)
+        except ValueError:
+            raise DirectiveError("--display ppm: a P3 sample is not a number") from None
+    else:
+        wide = maxval >= 256
+        raw = data[at:at + count * (2 if wide else 1)]
+        if len(raw) < count * (2 if wide else 1):
+            raise DirectiveError(f"--display ppm: {len(raw)} bytes of pixels for a {width}×{height} image "
+                                 f"({count * (2 if wide else 1)} expected)")
+        values = np.frombuffer(raw, dtype=">u2" if wide else np.uint8).astype(np.int64)
+    if len(values) < count:
+        raise DirectiveError(f"--display ppm: {len(values)} samples for {count}")
+    if maxval != 255:
+        values = np.minimum(values, maxval) * 255 // maxval
+    return values.astype(np.uint8).reshape(height, width, 3)
+
+
 def ppm_to_png(data: bytes) -> tuple[bytes, int, int]:
     """A P6/P3 image as PNG bytes, with its size."""
     from PIL import Image
 
     magic, width, height, maxval, at = _ppm_header(data)
-    if magic == b"P3":
-        try:
-            values = [int(v) for v in data[at - 1:].split()]
-        except ValueError:
-            raise DirectiveError("--display ppm: a P3 sample is not a number") from None
-        if len(values) < width * height * 3:
-            raise DirectiveError(f"--display ppm: {len(values)} samples for {width * height * 3}")
-        raw = bytes(min(255, v * 255 // maxval) for v in values[:width * height * 3])
-    else:
-        size = width * height * 3 * (1 if maxval < 256 else 2)
-        raw = data[at:at + size]
-        if len(raw) < size:
-            raise DirectiveError(f"--display ppm: {len(raw)} bytes of pixels for a {width}×{height} image "
-                                 f"({size} expected)")
-        if maxval >= 256:
-            raw = bytes(((raw[k] << 8 | raw[k + 1]) * 255 // maxval) for k in range(0, size, 2))
-        elif maxval != 255:
-            raw = bytes(v * 255 // maxval for v in raw)
+    pixels = _samples(data, magic, width, height, maxval, at)
     out = io.BytesIO()
-    Image.frombytes("RGB", (width, height), raw).save(out, format="PNG")
+    Image.fromarray(pixels, "RGB").save(out, format="PNG")
     return out.getvalue(), width, height
 
 
