@@ -334,3 +334,24 @@ def test_ppm_of_16_bit_samples_is_scaled():
     png, w, h = ppm_to_png(b"P6 2 1 65535 " + b"\xff\xff\x00\x00\x80\x00" + b"\x00\x00\xff\xff\x00\x00")
     assert (w, h) == (2, 1)
     assert [p[:3] for p in png_pixels(base64.b64encode(png).decode())[1]] == [(255, 0, 127), (0, 255, 0)]
+
+
+def test_annotate_puts_instructions_under_their_cell_lines(kernel):
+    """`--annotate`: each block under `cell[N]:L: source`; the checked `+`'s overflow test is
+    under line 6 (`total = total + k;`, line 1 being the directive), both in IR and assembly."""
+    ir = run(kernel, "%%ir --annotate --fn k_checked\n" + KERNELS)
+    assert ir.status == "ok", ir.outputs
+    lines = ir.shown.splitlines()
+    heads = [line for line in lines if line.startswith("; cell[")]
+    assert any(h.endswith(":6: total = total + k;") for h in heads), heads
+    at = next(i for i, line in enumerate(lines) if line.endswith(":6: total = total + k;"))
+    assert "sadd.with.overflow" in lines[at + 1], lines[at:at + 3]
+    assert "!dbg" not in ir.shown
+    asm = run(kernel, "%%asm --annotate --fn k_checked\n" + KERNELS)
+    assert asm.status == "ok", asm.outputs
+    alines = asm.shown.splitlines()
+    at = next(i for i, line in enumerate(alines) if line.endswith(":6: total = total + k;"))
+    assert alines[at + 1].split()[0] == "addq" and alines[at + 2].split()[0] == "jo", alines[at:at + 3]
+    assert ".loc" not in asm.shown and ".Ltmp" not in asm.shown
+    plain = run(kernel, "%%asm --fn k_checked\n" + KERNELS)
+    assert "cell[" not in plain.shown and ".loc" not in plain.shown  # the run's code has no lines

@@ -469,7 +469,7 @@ def _filter_asm(text: str, wanted: set[str]) -> str:
     return "\n\n".join(blocks)
 
 
-LISTING_USAGE = "[--fn NAME]... [-O0|-O2]"
+LISTING_USAGE = "[--fn NAME]... [-O0|-O2] [--annotate]"
 
 
 def _asked(ir: str, opts: ListingOptions) -> set[str]:
@@ -507,7 +507,9 @@ def _listing(ctx: Context, body: Body, what: str, args: str) -> None:
         return
     stems = _asked(outcome.ir, opts) if opts.functions else wanted
     mod = listing.module_for(outcome.ir, opts.opt, stems)
-    if what == "%%ir":
+    if opts.annotate:
+        blocks = listing.annotated(what, outcome.program, opts, stems)
+    elif what == "%%ir":
         blocks = listing.ir_functions(mod, stems)
     else:
         blocks = [b for b in listing.asm_functions(listing.assembly(mod, opts.opt, opts.intel))
@@ -555,7 +557,8 @@ def _asm_diff(ctx: Context, body: Body, opts) -> None:
 @directive("%%ir", "%%ir " + LISTING_USAGE,
            "show the optimized (O2) LLVM IR of the cell's functions, as compiled into the program `main` "
            "runs (the session does not change); --fn NAME shows that function (kept for the listing even "
-           "where O2 would inline it into every caller), -O0 the IR before optimisation")
+           "where O2 would inline it into every caller), -O0 the IR before optimisation, --annotate each block of "
+           "instructions under the cell line it came from")
 def _ir(ctx: Context, args: str, body: Body) -> None:
     _listing(ctx, body, "%%ir", args)
 

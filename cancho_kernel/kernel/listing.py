@@ -33,6 +33,7 @@ class ListingOptions:
     intel: bool = False
     opt: int = 2
     diff: tuple[str, str] | None = None
+    annotate: bool = False
 
     @property
     def plain(self) -> bool:
@@ -44,7 +45,7 @@ def _refuse(what: str, args: str, at: int, message: str) -> DirectiveError:
     """A refusal located on the directive line (column counted from its `%%`)."""
     column = len(what) + 2 + at
     return DirectiveError(f"{what}: {message} (column {column} of the `{what}` line); the options are "
-                          "--fn NAME, -O0, -O2" + (", --intel, --diff A B" if what == "%%asm" else ""))
+                          "--fn NAME, -O0, -O2, --annotate" + (", --intel, --diff A B" if what == "%%asm" else ""))
 
 
 def parse_listing(what: str, args: str) -> ListingOptions:
@@ -52,7 +53,7 @@ def parse_listing(what: str, args: str) -> ListingOptions:
     its column."""
     tokens = [(m.group(0), m.start()) for m in _TOKEN.finditer(args)]
     functions: list[str] = []
-    intel = False
+    intel = annotate = False
     opt: int | None = None
     diff: tuple[str, str] | None = None
     i = 0
@@ -78,10 +79,12 @@ def parse_listing(what: str, args: str) -> ListingOptions:
             opt = level
         elif word == "--intel" and what == "%%asm":
             intel = True
+        elif word == "--annotate":
+            annotate = True
         else:
             raise _refuse(what, args, at, f"unknown option `{word}`")
         i += 1
-    return ListingOptions(tuple(functions), intel, 2 if opt is None else opt, diff)
+    return ListingOptions(tuple(functions), intel, 2 if opt is None else opt, diff, annotate)
 
 
 def symbol(module: str, name: str) -> str:
@@ -223,3 +226,92 @@ def side_by_side(left: tuple[str, list[str]], right: tuple[str, list[str]]) -> t
            f"({len(a)} lines)</th><th style=\"text-align:left\">{html.escape(b_name)} ({len(b)} lines)</th>"
            f"</tr></thead><tbody>{''.join(rows)}</tbody></table>")
     return plain, doc
+
+
+# -- source annotations ---------------------------------------------------------------------------
+
+_DILOC = re.compile(r"^!(\d+) = !DILocation\((.*)\)$", re.M)
+_FIELD = re.compile(r"(\w+): (\"[^\"]*\"|[^,]+)")
+_DIFILE = re.compile(r"^!(\d+) = !DIFile\((.*)\)$", re.M)
+_DISP = re.compile(r"^!(\d+) = distinct !DISubprogram\((.*)\)$", re.M)
+_DBG_REF = re.compile(r",?\s*!dbg !(\d+)")
+_ASM_FILE = re.compile(r'^\s*\.file\s+(\d+)\s+"([^"]*)"(?:\s+"([^"]*)")?')
+_ASM_LOC = re.compile(r"^\s*\.loc\s+(\d+)\s+(\d+)\s+(\d+)")
+
+
+@dataclass(frozen=True)
+class SourceLine:
+    """Where a block of instructions came from: the source's path and line."""
+
+    path: str
+    line: int
+
+
+def _fields(text: str) -> dict[str, str]:
+    return {k: v.strip().strip('"') for k, v in _FIELD.findall(text)}
+
+
+def ir_locations(module_text: str) -> dict[str, SourceLine]:
+    """`!N` of each DILocation in a module's text -> its file and line (the metadata LLVM printed;
+    llvmlite has no reader of an instruction's location)."""
+    files = {f"!{n}": _fields(body).get("filename", "") for n, body in _DIFILE.findall(module_text)}
+    scopes = {f"!{n}": files.get(_fields(body).get("file", ""), "") for n, body in _DISP.findall(module_text)}
+    out: dict[str, SourceLine] = {}
+    for n, body in _DILOC.findall(module_text):
+        f = _fields(body)
+        out[n] = SourceLine(scopes.get(f.get("scope", ""), ""), int(f.get("line", "0") or 0))
+    return out
+
+
+def _header(where: SourceLine, sources: dict, comment: str) -> str:
+    source = sources.get(where.path)
+    text = source.line_text(where.line).strip() if source is not None else ""
+    return f"{comment} {where.path}:{where.line}: {text}"
+
+
+def annotate_ir(fn_text: str, locations: dict[str, SourceLine], sources: dict) -> str:
+    """A function's IR with a `; cell[N]:L: source` line above each run of instructions from L."""
+    out, current = [], None
+    for line in fn_text.split("\n"):
+        m = _DBG_REF.search(line)
+        where = locations.get(m.group(1)) if m else None
+        if where is not None and where.line and where != current:
+            out.append(_header(where, sources, ";"))
+            current = where
+        out.append(_DBG_REF.sub("", line) if m else line)
+    return "\n".join(out)
+
+
+def annotate_asm(block: str, module_asm: str, sources: dict) -> str:
+    """A function's assembly with a `# cell[N]:L: source` line where the `.loc` line changes;
+    the assembler's directives left out."""
+    files = {m.group(1): m.group(3) or m.group(2) for m in map(_ASM_FILE.match, module_asm.split("\n")) if m}
+    out, current = [], None
+    for line in block.split("\n"):
+        m = _ASM_LOC.match(line)
+        if m:
+            where = SourceLine(files.get(m.group(1), ""), int(m.group(2)))
+            if where.line and where != current:
+                out.append(_header(where, sources, "#"))
+                current = where
+            continue
+        s = line.strip()
+        if (s.startswith(".") and not s.endswith(":")) or s.startswith((".Ltmp", ".Lfunc_begin")):
+            continue  # directives, and the labels debug info adds
+        out.append(line)
+    return "\n".join(out)
+
+
+def annotated(what: str, program, opts: ListingOptions, stems: set[str]) -> list[FnListing]:
+    """The functions asked for, lowered afresh with their statements' lines, each block of
+    instructions under the source line it came from."""
+    from ..compiler.codegen.debuglines import lowered_with_lines
+
+    text, sources = lowered_with_lines(program)
+    mod = module_for(text, opts.opt, stems)
+    if what == "%%ir":
+        locations = ir_locations(str(mod))
+        return [FnListing(b.name, annotate_ir(b.text, locations, sources)) for b in ir_functions(mod, stems)]
+    asm = assembly(mod, opts.opt, opts.intel)
+    return [FnListing(b.name, annotate_asm(b.text, asm, sources)) for b in asm_functions(asm)
+            if matches(b.name, stems)]
