@@ -1,5 +1,5 @@
 """Issue 25's cell outputs as JupyterLab shows them, in Chromium: `%%asm --diff`'s side-by-side
-table, a picture drawn by `%%run --display ppm`, a CSV table, and `%%test`'s verdict table.
+table, an `--annotate` listing, a picture drawn by `%%run --display ppm`, a CSV table, and `%%test`'s verdict table.
 Screenshots go to out/screenshots/ (cells-*.png)."""
 
 from __future__ import annotations
@@ -96,6 +96,11 @@ def test_asm_diff_is_a_side_by_side_table(lab, screenshots):
     box = table.bounding_box()
     assert box is not None and box["width"] > 300, box
     lab.page.screenshot(path=str(screenshots / "cells-asm-diff.png"))
+    _run(lab, 1, "%%asm --annotate --fn k_checked\n" + KERNELS)
+    out = _cell(lab, 1).locator(".jp-OutputArea").inner_text()
+    assert "total = total + k;" in out and "jo" in out, out
+    _cell(lab, 1).locator(".jp-OutputArea").scroll_into_view_if_needed()
+    lab.page.screenshot(path=str(screenshots / "cells-asm-annotate.png"))
 
 
 def test_display_ppm_shows_the_picture(lab, screenshots):
