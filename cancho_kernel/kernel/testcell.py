@@ -18,7 +18,7 @@ from ..compiler.source import SourceFile
 from .. import testing
 from . import presentation as P
 from .directives import Body, Context, DirectiveError, directive
-from .options import BACKENDS, _Parser, _check_caps, limits_of, split_args  # noqa: F401
+from .options import BACKENDS, _Parser, _check_caps, limits_of
 from .runner import RunRequest
 
 USAGE = "%%test [--backend jit|exe] [--timeout S] [--memory N] [--cpu S] [--max-output N]"
