@@ -56,7 +56,7 @@ usage:
     cancho run   <file.cho>... [--backend jit|exe|llvm | --target <T>] [--std] [--safe] [--no-cache] [-l <name>]... [-L <path>]... [-- <arg>...]
     cancho ir    <file.cho>... [--std] [--target <T>]
     cancho asm   <file.cho>... [--std] [--target <T>]
-    cancho authority <file.cho>... [--std] [--output json]
+    cancho authority <file.cho>... [--std] [--output json] [--target <T>]
     cancho test  <file.cho>... [--std] [--backend jit|exe|llvm] [--safe]
     cancho fmt   <file.cho|dir>... [--check]
     cancho ids   <file.cho>... [--std]
@@ -76,9 +76,10 @@ options:
                       every command that compiles and means `exe` for `run`; `cranelift` is
                       refused (there is no Cranelift backend here)
     --check           `fmt`: write nothing; exit 1 if a file would change
-    --target <T>      `build`/`check`/`run`/`ir`/`asm` for the host (default; its triple, as `--version`
-                      prints it) or for `wasm32-wasip1`: a WebAssembly module linked with clang
-                      and a WASI libc, run with wasmtime (docs/cli.md)
+    --target <T>      `build`/`check`/`run`/`ir`/`asm`/`authority` for the host (default; its triple,
+                      as `--version` prints it) or for `wasm32-wasip1`: a WebAssembly module linked
+                      with clang and a WASI libc, run with wasmtime; `authority` then also lists the
+                      functions the module imports (docs/cli.md)
     -l <name>         link `lib<name>` (`build`/`run` only); repeatable, passed to `cc`
     -L <path>         add a library search path (`build`/`run` only); repeatable
     --safe            safe mode (also CANCHO_SAFE=1): `run` runs the program in the sandbox
@@ -201,7 +202,7 @@ def parse_args(command: str, args: Sequence[str]) -> Invocation:
                 inv.backend, inv.backend_given = ("exe" if name == "llvm" else name), True
         elif arg == "--check" and command == "fmt":
             inv.check = True
-        elif arg == "--target" and command in ("build", "check", "run", "ir", "asm"):
+        elif arg == "--target" and command in ("build", "check", "run", "ir", "asm", "authority"):
             inv.target = _target(value("--target", "a target triple"))
         elif arg == "-l" and (build or run):
             inv.libs.append(value("-l", "a library name"))
@@ -442,13 +443,19 @@ def cmd_authority(inv: Invocation) -> int:
     if loaded.diagnostics:
         return _refuse(loaded.diagnostics)
     try:
-        result = api.compile_sources(loaded.sources)
+        result = api.compile_sources(loaded.sources, target=inv.target)
         diags = list(result.diagnostics)
         report = None if diags else authority_report(result.program)
     except Exception as exc:  # noqa: BLE001 - never a traceback
         diags = [_internal(inv, "to compute the authority report", exc)]
     if diags:
         return _refuse(diags)
+    if inv.target.is_wasi:  # what the module imports: built with the WASI toolchain
+        from .compiler.authority import with_wasi_imports
+        from .compiler.backends import wasm
+
+        imports = _backend(inv, lambda: wasm.imports_of_ir(result.ir))
+        report = with_wasi_imports(report, inv.target.name, imports)
     _write_stdout(report.to_json() if inv.json else report.text())
     return EXIT_OK
 

@@ -12,6 +12,11 @@ every parameter is a unique reference to ``Heap`` or to ``Io``, at most one of e
 module other than the root must be ``pub``. It passes by answering 0. The generated ``main``
 maps a status that is a non-zero multiple of 256 to 1, since the shell would read it back as 0.
 
+A test that must trap cannot be written as a ``test_*`` (a trap is a failure, and the
+reference's runner has no "must trap" mark: its docs/testing.md): this repository's own std
+tests name those ``traps_*``, which plain ``cancho test`` leaves alone and the pytest harness
+runs through :func:`run_tests` with ``Options.prefix = TRAPS_PREFIX``, expecting each to trap.
+
 Exit status: 0 every test passed; 4 at least one failed; 2 no tests, a misshapen test, a root
 ``main`` in the files, or a wrong command line; 1 the program was refused; 3 the environment
 failed (no linker, cannot run the binary).
@@ -19,6 +24,7 @@ failed (no linker, cannot run the binary).
 
 from __future__ import annotations
 
+import enum
 import math
 import os
 import shutil
@@ -54,6 +60,8 @@ TRAP_WORDS = "trapped: killed by signal 4 (SIGILL, the trap every checked operat
 GENERATED_PATH = "<test-main>"
 PREFIX = "cancho_test_runner_"  # names of the generated helpers (they share the root module)
 DEFAULT_TIMEOUT = 300.0
+TEST_PREFIX = "test_"
+TRAPS_PREFIX = "traps_"  # must-trap functions of tests/std, run by the pytest harness only
 
 
 class Usage(Exception):
@@ -78,6 +86,7 @@ class Options:
     libdirs: tuple[str, ...] = ()
     timeout: float | None = DEFAULT_TIMEOUT
     safe: bool = False
+    prefix: str = TEST_PREFIX  # not on the command line: the harness's TRAPS_PREFIX
 
 
 MAX_TIMEOUT = 7 * 24 * 3600.0
@@ -183,7 +192,7 @@ class Collected:
     imports: list[str]
 
 
-def collect(files: list) -> Collected:
+def collect(files: list, prefix: str = TEST_PREFIX) -> Collected:
     """Tests from parsed files (in file order, then declaration order), shape errors, and the
     ``import`` lines the generated main needs for tests in other modules."""
     from .compiler import ast
@@ -202,7 +211,7 @@ def collect(files: list) -> Collected:
                 errors.append(f"{at}error: a test file has no `main` of its own; "
                               "`cancho test` writes the `main` that runs the tests")
                 continue
-            if not name.startswith("test_"):
+            if not name.startswith(prefix):
                 continue
             problems = []
             if item.generics is not None and item.generics.types:
@@ -313,18 +322,67 @@ def generate_main(tests: list[TestCase], imports: list[str]) -> str:
 # running
 
 
-def _failure_reason(result) -> str:
+class Verdict(enum.Enum):
+    """How one test's process ended."""
+
+    OK = "ok"
+    RETURNED = "returned"
+    TRAPPED = "trapped"
+    SIGNALLED = "signalled"
+    TIMED_OUT = "timed out"
+    INTERRUPTED = "interrupted"
+
+
+@dataclass(frozen=True)
+class TestOutcome:
+    """One test's run: its name, verdict, the short word a table shows, the long reason the
+    CLI's failure section shows, the wall time, and the run (for its output)."""
+
+    name: str
+    verdict: Verdict
+    short: str
+    reason: str
+    seconds: float
+    result: RunResult
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict is Verdict.OK
+
+
+def trap_detail(result: RunResult) -> str | None:
+    """The located trap (issue 25 item 3: which check fired, where) when the run carries one;
+    None until the supervisor reports it, and the signal is shown instead."""
+    detail = getattr(result, "trap", None)
+    if detail is None:
+        return None
+    text = str(detail).strip()
+    return text or None
+
+
+def judge(name: str, result: RunResult) -> TestOutcome:
+    """A test passes by answering 0 in a process that ended by itself (docs/cli.md)."""
+    seconds = result.wall_seconds
+    if result.interrupted:
+        return TestOutcome(name, Verdict.INTERRUPTED, "interrupted", result.describe(), seconds, result)
     if result.timed_out:
-        return result.describe()
+        return TestOutcome(name, Verdict.TIMED_OUT, result.describe(), result.describe(), seconds, result)
     if result.signal is not None:
         if result.signal == signal.SIGILL:
-            return TRAP_WORDS
+            located = trap_detail(result)
+            short = f"trapped: {located}" if located else "trapped (SIGILL)"
+            reason = TRAP_WORDS + (f"\n{located}" if located else "")
+            return TestOutcome(name, Verdict.TRAPPED, short, reason, seconds, result)
         from .compiler.backends.process import signal_name
 
-        return f"killed by signal {result.signal} ({signal_name(result.signal)})"
+        words = f"killed by signal {result.signal} ({signal_name(result.signal)})"
+        return TestOutcome(name, Verdict.SIGNALLED, words, words, seconds, result)
+    if result.exit_status == 0:
+        return TestOutcome(name, Verdict.OK, "ok", "ok", seconds, result)
     if result.exit_status is not None:
-        return f"returned {result.exit_status}, and a test answers 0 to pass"
-    return result.describe()
+        return TestOutcome(name, Verdict.RETURNED, f"returned {result.exit_status}",
+                           f"returned {result.exit_status}, and a test answers 0 to pass", seconds, result)
+    return TestOutcome(name, Verdict.SIGNALLED, result.describe(), result.describe(), seconds, result)
 
 
 def _show_stream(label: str, data: bytes, out: list[str]) -> None:
@@ -369,7 +427,7 @@ def run_tests(opts: Options) -> int:
         _err(render_text(diags, color=False).rstrip("\n"))
         return EXIT_REFUSED
 
-    found = collect(parsed)
+    found = collect(parsed, opts.prefix)
     tests, errors, imports = found.tests, found.errors, found.imports
     if errors:
         _err("\n".join(errors))
@@ -445,28 +503,19 @@ def _build_and_run(opts: Options, tests: list[TestCase], ir: str) -> int:
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
-@dataclass(frozen=True)
-class FailedTest:
-    """A test that did not answer 0: its name, why, and the run (for its output)."""
-
-    name: str
-    reason: str
-    result: RunResult
-
-
 def _run_all(tests: list[TestCase], built: Built, worker: JitWorker | None, limits: RunLimits) -> int:
     from .compiler.backends.process import StdoutTarget
     from .compiler.run import run_built
 
     _out(f"running {len(tests)} test{'s' if len(tests) != 1 else ''}\n")
-    failures: list[FailedTest] = []
+    failures: list[TestOutcome] = []
     for t in tests:
         argv = [str(built.path) if built.path is not None else "tests", t.name]
         res = run_built(built, argv, worker=worker, target=StdoutTarget.pipe(), limits=limits)
-        ok = res.exit_status == 0 and res.signal is None and not res.timed_out
-        _out(f"test {t.name} ... {'ok' if ok else 'FAILED'}\n")
-        if not ok:
-            failures.append(FailedTest(t.name, _failure_reason(res), res))
+        outcome = judge(t.name, res)
+        _out(f"test {t.name} ... {'ok' if outcome.ok else 'FAILED'}\n")
+        if not outcome.ok:
+            failures.append(outcome)
     report: list[str] = []
     if failures:
         report.append("\nfailures:\n")

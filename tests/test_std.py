@@ -1,8 +1,10 @@
 """The standard library (cancho_kernel/std) and the `cancho test` runner (cancho_kernel/testing).
 
 Every std module has a cancho test file in tests/std/ (`test_<module>.cho`) that the runner
-builds once and runs once per test. A test whose name ends in `_traps` checks a trap the
-library promises, so it must fail by SIGILL; every other test must pass. Programs that need
+builds once and runs once per test; plain `cancho test` passes on every one of them. A trap the
+library promises is checked by a `fn traps_*` (the runner's `test_*` must answer 0, and the
+reference has no "must trap" mark): the harness runs those through the same runner
+(`Options.prefix`) and each must fail by SIGILL. Programs that need
 their own `main` (argument parsing, the exact bytes written) are drivers run by the exe backend.
 """
 
@@ -67,29 +69,46 @@ def test_every_std_module_has_a_test_file() -> None:
 
 @pytest.mark.parametrize("name", STD_TEST_FILES)
 def test_std_module(name: str, capsys) -> None:
+    """`cancho test FILE` as a user types it: every test passes, exit 0."""
     code, out, err = run_runner(capsys, str(STD_TESTS / name))
     got = verdicts(out)
     assert got, out + err
     assert out.startswith(f"running {len(got)} test"), out
     for test, verdict in got.items():
-        if test.endswith("_traps"):
-            assert verdict == "FAILED", f"{test} should trap\n{out}"
-            assert failure_reason(out, test).startswith("trapped: killed by signal 4"), out
-        else:
-            assert verdict == "ok", f"{test} failed\n{out}{err}"
-    expect_failed = sum(1 for t in got if t.endswith("_traps"))
-    assert code == (testing.EXIT_FAILED if expect_failed else testing.EXIT_OK), out + err
-    passed = len(got) - expect_failed
-    verdict = "FAILED" if expect_failed else "ok"
-    assert out.rstrip("\n").endswith(
-        f"test result: {verdict}. {passed} passed; {expect_failed} failed"), out
+        assert not test.endswith("_traps"), f"{test}: a must-trap test is a `traps_*`"
+        assert verdict == "ok", f"{test} failed\n{out}{err}"
+    assert code == testing.EXIT_OK, out + err
+    assert out.rstrip("\n").endswith(f"test result: ok. {len(got)} passed; 0 failed"), out
+
+
+TRAPS_FILES = sorted(n for n in STD_TEST_FILES if "fn traps_" in (STD_TESTS / n).read_text())
+
+
+def run_traps(capsys, path: Path, backend: str = "exe") -> tuple[int, str, str]:
+    opts = testing.Options([str(path)], backend=backend, prefix=testing.TRAPS_PREFIX)
+    code = testing.run_tests(opts)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.mark.parametrize("name", TRAPS_FILES)
+def test_std_module_traps(name: str, capsys) -> None:
+    """Each `traps_*` the runner runs dies by the trap, not by another signal or a status."""
+    code, out, err = run_traps(capsys, STD_TESTS / name)
+    got = verdicts(out)
+    assert got and all(t.startswith("traps_") for t in got), out + err
+    for test, verdict in got.items():
+        assert verdict == "FAILED", f"{test} should trap\n{out}"
+        assert failure_reason(out, test).startswith("trapped: killed by signal 4"), out
+    assert code == testing.EXIT_FAILED, out + err
+    assert out.rstrip("\n").endswith(f"test result: FAILED. 0 passed; {len(got)} failed"), out
 
 
 def test_std_module_on_the_jit_backend(capsys) -> None:
     code, out, err = run_runner(capsys, str(STD_TESTS / "test_math.cho"), "--backend", "jit")
-    got = verdicts(out)
-    assert got["test_gcd"] == "ok" and got["test_abs_of_min_traps"] == "FAILED", out + err
-    assert code == testing.EXIT_FAILED
+    assert verdicts(out)["test_gcd"] == "ok" and code == testing.EXIT_OK, out + err
+    code, out, err = run_traps(capsys, STD_TESTS / "test_math.cho", backend="jit")
+    assert verdicts(out)["traps_abs_of_min"] == "FAILED" and code == testing.EXIT_FAILED, out + err
 
 
 # ---------------------------------------------------------------------------------------------

@@ -177,7 +177,7 @@ def test_check_command_with_a_target(tmp_path: Path) -> None:
     (["check", "--target", "sparc-sun-solaris"], b"unknown target `sparc-sun-solaris`"),
     (["run", "--target", "wasm32-wasip1", "--backend", "exe"], b"`--backend`"),
     (["build", "--target", "wasm32-wasip1", "-l", "m"], b"host library"),
-    (["authority", "--target", "wasm32-wasip1"], b"unknown option `--target`"),
+    (["test", "--target", "wasm32-wasip1"], b"unknown option `--target`"),
     ([str(HELLO), "--target"], b"`--target` needs a target triple"),
     (["run", "--safe", "--target", "wasm32-wasip1"], b"refused in safe mode"),
 ])
@@ -510,3 +510,25 @@ def test_ir_and_asm_for_the_target() -> None:
     asm_out = cancho("asm", "--target", "wasm32-wasip1", str(HELLO))
     assert asm_out.returncode == 0 and b".functype" in asm_out.stdout  # WebAssembly's text form
     assert b".functype" not in cancho("asm", str(HELLO)).stdout
+
+
+def test_authority_for_the_target_lists_the_modules_imports() -> None:
+    """`authority --target wasm32-wasip1`: the host's report plus the module's import section,
+    in text and in JSON (which its schema accepts); the host's report has neither."""
+    import json
+
+    import jsonschema
+
+    toolchain_or_skip()
+    text = cancho("authority", "--target", "wasm32-wasip1", str(HELLO))
+    assert text.returncode == 0, text.stderr
+    lines = text.stdout.decode().splitlines()
+    at = lines.index("imports (wasm32-wasip1)")
+    imports = [line.strip() for line in lines[at + 1:]]
+    assert "wasi_snapshot_preview1.fd_write" in imports and imports == sorted(imports), lines
+    assert lines[:at] == cancho("authority", str(HELLO)).stdout.decode().splitlines()
+    doc = json.loads(cancho("authority", "--target", "wasm32-wasip1", "--output", "json", str(HELLO)).stdout)
+    assert doc["wasi"] == {"target": "wasm32-wasip1", "imports": imports}
+    schema = json.loads((REPO / "cancho_kernel" / "schemas" / "authority.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    assert "wasi" not in json.loads(cancho("authority", "--output", "json", str(HELLO)).stdout)

@@ -201,16 +201,18 @@ def compile_sources(sources: list[SourceFile], cache: ModuleCache | None = None,
                                             sources[0].path if sources else None, cache, sources))
 
 
-def compile_files(files: list, hint: str | None = None, cache: ModuleCache | None = None) -> CompileResult:
-    """`check_files`, then lower to LLVM IR text (``cache`` as for :func:`compile_sources`)."""
+def compile_files(files: list, hint: str | None = None, cache: ModuleCache | None = None,
+                  target: Target = HOST) -> CompileResult:
+    """`check_files`, then lower to LLVM IR text (``cache`` as for :func:`compile_sources`, which
+    keeps host programs only; ``target`` as there)."""
     from .check.program import add_std_imports, check_parsed
 
-    if cache is None:
+    if cache is None or target.is_wasi:
         def check() -> tuple[list[Diagnostic], object]:
             diags: list[Diagnostic] = []
-            return check_parsed(add_std_imports(files, diags), diags, hint)
+            return check_parsed(add_std_imports(files, diags), diags, hint, target=target)
 
-        return run_deep(lambda: _compile(check, []))
+        return run_deep(lambda: _compile(check, [], target=target))
     return run_deep(lambda: _compile_cached(lambda diags: add_std_imports(files, diags, cache), hint, cache, []))
 
 

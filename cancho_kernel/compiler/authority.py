@@ -45,6 +45,10 @@ class AuthorityReport:
     folded_operators: int
     folded_calls: int
     data: dict = field(default_factory=dict)
+    # `--target wasm32-wasip1`: the functions the built module imports (``backends/wasm.py``
+    # reads its import section), what the WASI runtime is asked to grant; None for the host.
+    wasi_imports: list[str] | None = None
+    wasi_target: str | None = None
 
     @property
     def bounded(self) -> bool:
@@ -82,6 +86,9 @@ class AuthorityReport:
             out.append("evaluated at compile time")
             out.append(f"    {self.folded_operators} operators")
             out.append(f"    {self.folded_calls} calls")
+        if self.wasi_imports is not None:
+            out.append(f"imports ({self.wasi_target})" if self.wasi_imports else f"imports nothing ({self.wasi_target})")
+            out += [f"    {i}" for i in self.wasi_imports]
         return "\n".join(out) + "\n"
 
     def to_dict(self) -> dict:
@@ -95,6 +102,8 @@ class AuthorityReport:
             "folded_operators": self.folded_operators,
             "folded_calls": self.folded_calls,
             "functions": self.functions,
+            **({"wasi": {"target": self.wasi_target, "imports": list(self.wasi_imports)}}
+               if self.wasi_imports is not None else {}),
         }
 
     def to_json(self) -> str:
@@ -121,6 +130,7 @@ class AuthorityReport:
             f'  "folded_operators": {d["folded_operators"]}',
             f'  "folded_calls": {d["folded_calls"]}',
             f'  "functions": {d["functions"]}',
+            *([f'  "wasi": {j(d["wasi"])}'] if "wasi" in d else []),
         ]
         return "{\n" + ",\n".join(body) + "\n}\n"
 
@@ -156,3 +166,10 @@ def authority_report(program) -> AuthorityReport:
         folded_calls=sum(fn.folded_calls for fn in fns))
     rep.data = rep.to_dict()
     return rep
+
+
+def with_wasi_imports(report: AuthorityReport, target_name: str, imports: list) -> AuthorityReport:
+    """The report with the imports of the program's module built for a WASI target."""
+    report.wasi_target, report.wasi_imports = target_name, [str(i) for i in imports]
+    report.data = report.to_dict()
+    return report

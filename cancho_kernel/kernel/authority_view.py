@@ -4,6 +4,9 @@
 * ``%%authority`` checks the cell with the session (its ``main``, or the last one when it has
   none), commits its items like ``%%check``, and shows the report of that program; nothing runs.
 * ``%authority`` (on a cell of its own) shows the report of the last ``main``.
+* ``%%authority --target wasm32-wasip1`` compiles the program for WASI, builds its module and
+  adds the functions the module imports (``compiler/backends/wasm.py``), as
+  ``cancho authority --target wasm32-wasip1`` does (docs/cli.md).
 
 Output: ``text/html`` a readable table (labels, the categories the program never touches, the
 symbols it is unbounded by, provably pure functions) with ``text/plain`` the exact text report
@@ -43,6 +46,8 @@ def _html(rep) -> str:
         (f"provably pure ({len(rep.pure)} of {rep.functions})", cell_list(rep.pure, "none")),
         ("evaluated at compile time", f"{rep.folded_operators} operators, {rep.folded_calls} calls"),
     ]
+    if rep.wasi_imports is not None:
+        rows.append((f"imports ({rep.wasi_target})", cell_list(rep.wasi_imports, "nothing")))
     head = ("<p><b style=\"color:#b00\">UNBOUNDED</b>: this program calls foreign code; the labels bound it "
             "everywhere except through the symbols under “unbounded by”.</p>" if not rep.bounded
             else "<p><b>bounded</b>: everything this program may reach is in its labels.</p>")
@@ -51,13 +56,17 @@ def _html(rep) -> str:
     return f"{head}<table class=\"cancho-authority\"><tbody>{body}</tbody></table>"
 
 
-def show(ctx: Context, program, as_json: bool) -> None:
+def show(ctx: Context, program, as_json: bool, wasi_imports: list | None = None) -> None:
     try:
         rep = _report(program)
     except ImportError:
         ctx.fail(P.simple_failure("unavailable", "the authority report is not built yet "
                                                  "(cancho_kernel/compiler/authority.py)"))
         return
+    if wasi_imports is not None:
+        from ..compiler.authority import with_wasi_imports
+
+        rep = with_wasi_imports(rep, "wasm32-wasip1", wasi_imports)
     meta = {"cancho": {"authority": rep.data}}
     if as_json:
         ctx.display({"text/plain": rep.to_json().rstrip("\n")}, meta)
@@ -91,15 +100,53 @@ def _authority_line(ctx: Context, args: str, body: Body) -> None:
         show(ctx, program, words == ["--json"])
 
 
-@directive("%%authority", "%%authority [--json]", "check the cell with the session (its `main`, or the last one) "
-           "and show the program's authority report instead of running it")
-def _authority_cell(ctx: Context, args: str, body: Body) -> None:
+def _cell_options(args: str) -> tuple[bool, bool]:
+    """(``--json``, ``--target wasm32-wasip1``) of a `%%authority` line; anything else refused."""
     words = split_args(args)
-    if words not in ([], ["--json"]):
-        raise DirectiveError("%%authority takes only --json")
-    program = _program_of(ctx, body, "%%authority")
+    as_json = "--json" in words
+    rest = [w for w in words if w != "--json"]
+    if rest == []:
+        return as_json, False
+    if len(rest) == 2 and rest[0] == "--target" and rest[1] in ("wasm32-wasip1", "wasm32-wasi"):
+        return as_json, True
+    raise DirectiveError("%%authority takes --json and --target wasm32-wasip1")
+
+
+def _wasm_program(ctx: Context, body: Body):
+    """The cell's program compiled for wasm32 (committed as %%check would), with its imports."""
+    from ..compiler.backends import wasm
+    from ..compiler.run import RunFailed, failures_mapped
+    from ..compiler.target import WASM32_WASIP1
+
+    outcome = ctx.session.process(body.source(ctx.session), compile=True, use_last_main=True,
+                                  target=WASM32_WASIP1)
+    if not outcome.ok:
+        ctx.fail(P.refusal(outcome.diagnostics))
+        return None, None
+    if not outcome.has_main:
+        raise DirectiveError("%%authority reports on a program: write a `main` in the cell or run one first")
+    ctx.session.commit(outcome)
+    try:
+        with failures_mapped():
+            return outcome.program, wasm.imports_of_ir(outcome.ir)
+    except RunFailed as e:
+        ctx.fail(P.simple_failure(e.kind.value, e.message))
+        return None, None
+
+
+@directive("%%authority", "%%authority [--json] [--target wasm32-wasip1]", "check the cell with the session "
+           "(its `main`, or the last one) and show the program's authority report instead of running it; "
+           "--target wasm32-wasip1 also lists the functions its WebAssembly module imports")
+def _authority_cell(ctx: Context, args: str, body: Body) -> None:
+    as_json, wasi = _cell_options(args)
+    if not wasi:
+        program = _program_of(ctx, body, "%%authority")
+        if program is not None:
+            show(ctx, program, as_json)
+        return
+    program, imports = _wasm_program(ctx, body)
     if program is not None:
-        show(ctx, program, words == ["--json"])
+        show(ctx, program, as_json, imports)
 
 
 __all__ = ["show"]

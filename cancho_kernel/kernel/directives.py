@@ -40,6 +40,7 @@ from .options import (CPU, LOAD_CAP, MAX_OUTPUT, MEMORY, PROCESSES, STDIN_FILE_C
                       checked_path, limits_of, opened_stdout, parse_count, parse_run_options, parse_seconds,
                       parse_signal, parse_size, parse_stdout_target, read_capped, read_opened, safe_screen,
                       split_args, stdin_of, unescape, write_file)
+from .listing import ListingOptions
 from .runner import BACKENDS, RunRequest
 from .memory import release_memory
 from .session import Session
@@ -269,7 +270,8 @@ def default_cell(ctx: Context, body: Body) -> None:
 
 def run_body(ctx: Context, body: Body, opts: RunOptions, use_last_main: bool) -> None:
     """Check the cell with the session; commit it when accepted; run `main` if there is one."""
-    outcome = ctx.session.process(body.source(ctx.session), compile=True, use_last_main=use_last_main)
+    outcome = ctx.session.process(body.source(ctx.session), compile=True, use_last_main=use_last_main,
+                                  target=opts.compile_target)
     if not outcome.ok:
         ctx.fail(P.refusal(outcome.diagnostics))
         return
@@ -297,17 +299,34 @@ def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
 
 
 def _run_opened(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
-    req = RunRequest(ir=ir, backend=opts.backend, target=opts.target, stdin=opts.stdin,
-                     args=opts.args, limits=opts.limits)
-    live_view = getattr(ctx, "live_view", None)  # the kernel's cell: shown while it runs
-    view = live_view(opts.stdin_given) if live_view is not None else None
-    outcome = ctx.runner.run(req, view) if view is not None else ctx.runner.run(req)
+    if opts.compile_target.is_wasi:
+        from .wasm_run import run_module
+
+        outcome = run_module(ctx.runner, ir, opts)
+    else:
+        req = RunRequest(ir=ir, backend=opts.backend, target=opts.target, stdin=opts.stdin,
+                         args=opts.args, limits=opts.limits)
+        # The kernel's cell shows output while it runs, except where stdout is one picture
+        # or table (`--display`), converted when the run has ended.
+        live_view = getattr(ctx, "live_view", None)
+        view = live_view(opts.stdin_given) if live_view is not None and not opts.display else None
+        outcome = ctx.runner.run(req, view) if view is not None else ctx.runner.run(req)
     result, failed = outcome.result, outcome.failure
-    if result is not None and not outcome.streamed:
-        if result.stdout:
+    streamed = getattr(outcome, "streamed", False)
+    shown = None
+    if result is not None:
+        try:
+            shown = _displayed(result, opts) if opts.display and failed is None else None
+        except DirectiveError:
+            if result.stderr and not streamed:
+                ctx.stream("stderr", result.stderr.decode("utf-8", errors="replace"))
+            raise
+        if result.stdout and shown is None and not streamed:
             ctx.stream("stdout", result.stdout.decode("utf-8", errors="replace"))
-        if result.stderr:
+        if result.stderr and not streamed:
             ctx.stream("stderr", result.stderr.decode("utf-8", errors="replace"))
+        if shown is not None:
+            ctx.display(shown, {"cancho": {"display": opts.display, "bytes": len(result.stdout)}})
     if failed is not None:
         if outcome.interrupted:
             ctx.fail(P.simple_failure("KeyboardInterrupt", "interrupted before the program started"))
@@ -318,7 +337,8 @@ def _run_opened(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
     bounded = getattr(ctx.runner, "bounded", None)  # the limits the run had (safe mode's caps)
     limits = bounded(opts.limits) if bounded is not None else opts.limits
     failure = P.judge(result, opts.target, opts.expect_status, opts.expect_signal, limits)
-    meta = P.run_metadata(result, opts.backend, opts.target)
+    meta = P.run_metadata(result, opts.compile_target.name if opts.compile_target.is_wasi else opts.backend,
+                          opts.target)
     text = P.summary(result, opts.target)
     if kept is not None:
         if result.compile_seconds is not None and kept.backend == "jit":
@@ -331,17 +351,34 @@ def _run_opened(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
         ctx.result({"text/plain": text}, meta)
 
 
+def _displayed(result, opts: RunOptions) -> dict | None:
+    """`--display`: the bundle for what the program wrote, when it ended as expected and its
+    output was kept whole; else None (its bytes are then shown as text). Output that is not the
+    kind it claims raises DirectiveError (the cell fails, saying why)."""
+    from .program_display import bundle
+
+    if result.signal is not None or result.timed_out or (
+            result.exit_status != (opts.expect_status or 0)):
+        return None
+    if result.stdout_truncated:
+        raise DirectiveError(f"--display {opts.display}: the output was cut at the --max-output cap "
+                             f"({result.stdout_total} bytes written), so it is not shown as {opts.display}")
+    return bundle(opts.display, result.stdout)
+
+
 # -- the directives -----------------------------------------------------------------------------------
 
 
 @directive("%%run", "%%run [--backend jit|exe] [--stdout pipe|/dev/full|/dev/null|file:PATH|closed|broken-pipe[:N]] "
            "[--stdin TEXT | --stdin-file PATH] [--args A B ...] [--timeout S] [--max-output N] [--memory N] "
            "[--cpu S] [--processes N] [--expect-status N | --expect-signal SIG | --expect-trap] [--name NAME] "
-           "[-- ARGS ...]",
+           "[--display image/png|image/svg+xml|text/html|text/csv|ppm] [--target wasm32-wasip1] [-- ARGS ...]",
            "compile the cell with the session and run it with these options; without a `main` in the "
            "cell, the last `main` runs again; --name keeps the program for %bench. Limits apply to the "
            "program only (see %limits); --stdin-file reads at most 64 MiB; arguments after `--` are "
-           "the program's too, for those that start with `-` (`-- -d, -f2`)")
+           "the program's too, for those that start with `-` (`-- -d, -f2`); --display shows what the program "
+           "writes to stdout as that kind of output (CSV as a table, a PPM image as PNG); --target "
+           "wasm32-wasip1 builds a WebAssembly module and runs it with wasmtime (a trap is status 134)")
 def _run(ctx: Context, args: str, body: Body) -> None:
     opts = parse_run_options(args, ctx.settings)
     if body.blank:
@@ -441,29 +478,106 @@ def _filter_asm(text: str, wanted: set[str]) -> str:
     return "\n\n".join(blocks)
 
 
-@directive("%%ir", "%%ir", "show the optimized (O2) LLVM IR of the cell's functions, as compiled into the "
-           "program `main` runs (the session does not change)")
-def _ir(ctx: Context, args: str, body: Body) -> None:
-    outcome, wanted = _compiled_for_listing(ctx, body, "%%ir")
-    if outcome is None:
-        return
-    from ..compiler.backends import native  # libLLVM's passes: only for a cell that asks
-
-    full = native.optimized_ir(outcome.ir)
-    shown = _filter_ir(full, wanted) or full
-    ctx.display({"text/plain": shown.rstrip() + "\n"})
+LISTING_USAGE = "[--fn NAME]... [-O0|-O2] [--annotate]"
 
 
-@directive("%%asm", "%%asm", "show the assembly of the cell's functions (the session does not change)")
-def _asm(ctx: Context, args: str, body: Body) -> None:
-    outcome, wanted = _compiled_for_listing(ctx, body, "%%asm")
-    if outcome is None:
-        return
+def _asked(ir: str, opts: ListingOptions) -> set[str]:
+    """The `--fn` names as symbols, each checked against the program's own functions."""
     from ..compiler.backends import native
+    from .listing import matches, symbol_of
 
-    full = native.emit_asm(outcome.ir)
-    shown = _filter_asm(full, wanted) or full
-    ctx.display({"text/plain": shown.rstrip() + "\n"})
+    stems = {symbol_of(n) for n in opts.functions}
+    defined = [f.name for f in native.parse(ir).functions if not f.is_declaration]
+    for n in opts.functions:
+        if not any(matches(d, {symbol_of(n)}) for d in defined):
+            shown = sorted({d[len("lexs_"):].split("[")[0] for d in defined if d.startswith("lexs_")})
+            raise DirectiveError(f"--fn {n}: the program `main` runs has no function `{n}` "
+                                 f"(it has {', '.join(shown)})")
+    return stems
+
+
+def _listing(ctx: Context, body: Body, what: str, args: str) -> None:
+    """`%%ir`/`%%asm` with options (listing.py); without any, the listing as it always was."""
+    from . import listing
+
+    opts = listing.parse_listing(what, args)
+    if opts.diff is not None:
+        _asm_diff(ctx, body, opts)
+        return
+    outcome, wanted = _compiled_for_listing(ctx, body, what)
+    if outcome is None:
+        return
+    if opts.plain:
+        from ..compiler.backends import native  # libLLVM's passes: only for a cell that asks
+
+        full = native.optimized_ir(outcome.ir) if what == "%%ir" else native.emit_asm(outcome.ir)
+        shown = (_filter_ir if what == "%%ir" else _filter_asm)(full, wanted) or full
+        ctx.display({"text/plain": shown.rstrip() + "\n"})
+        return
+    stems = _asked(outcome.ir, opts) if opts.functions else wanted
+    mod = listing.module_for(outcome.ir, opts.opt, stems)
+    if opts.annotate:
+        blocks = listing.annotated(what, outcome.program, opts, stems)
+    elif what == "%%ir":
+        blocks = listing.ir_functions(mod, stems)
+    else:
+        blocks = [b for b in listing.asm_functions(listing.assembly(mod, opts.opt, opts.intel))
+                  if listing.matches(b.name, stems)]
+    text = "\n\n".join(b.text for b in blocks) or f"none of {', '.join(sorted(stems))} is in the program"
+    ctx.display({"text/plain": text.rstrip() + "\n"},
+                {"cancho": {"functions": [b.name for b in blocks], "opt": opts.opt, "intel": opts.intel}})
+
+
+def _diff_side(ctx: Context, name: str, opts, cell) -> tuple[str, list[str]]:
+    """One side of a diff: a named program's whole listing, or one function of the cell."""
+    from . import listing
+
+    if cell is None:
+        prog = ctx.session.programs.resolve(name)
+        assert prog is not None and prog.ir is not None
+        mod = listing.module_for(prog.ir, opts.opt, set())
+        blocks = listing.asm_functions(listing.assembly(mod, opts.opt, opts.intel))
+        return name, [line for b in blocks for line in [f"{b.name}:", *listing.instructions(b.text)[1:]]]
+    stem = listing.symbol_of(name)
+    blocks = [b for b in listing.asm_functions(cell) if listing.matches(b.name, {stem})]
+    return name, [line for b in blocks for line in listing.instructions(b.text)]
+
+
+def _asm_diff(ctx: Context, body: Body, opts) -> None:
+    """`%%asm --diff A B`: two programs kept by `%%run --name`, else two functions of the cell."""
+    from . import listing
+
+    a, b = opts.diff
+    programs = [ctx.session.programs.resolve(n) for n in (a, b)]
+    if all(p is not None and p.kind == "cancho" and p.ir is not None for p in programs) and body.blank:
+        left, right = _diff_side(ctx, a, opts, None), _diff_side(ctx, b, opts, None)
+    else:
+        outcome, _ = _compiled_for_listing(ctx, body, "%%asm --diff")
+        if outcome is None:
+            return
+        stems = _asked(outcome.ir, dataclasses.replace(opts, functions=(a, b)))
+        text = listing.assembly(listing.module_for(outcome.ir, opts.opt, stems), opts.opt, opts.intel)
+        left, right = _diff_side(ctx, a, opts, text), _diff_side(ctx, b, opts, text)
+    plain, doc = listing.side_by_side(left, right)
+    ctx.display({"text/plain": plain + "\n", "text/html": doc},
+                {"cancho": {"diff": [a, b], "lines": [len(left[1]), len(right[1])]}})
+
+
+@directive("%%ir", "%%ir " + LISTING_USAGE,
+           "show the optimized (O2) LLVM IR of the cell's functions, as compiled into the program `main` "
+           "runs (the session does not change); --fn NAME shows that function (kept for the listing even "
+           "where O2 would inline it into every caller), -O0 the IR before optimisation, --annotate each block of "
+           "instructions under the cell line it came from")
+def _ir(ctx: Context, args: str, body: Body) -> None:
+    _listing(ctx, body, "%%ir", args)
+
+
+@directive("%%asm", "%%asm " + LISTING_USAGE + " [--intel] [--diff A B]",
+           "show the assembly of the cell's functions (the session does not change); options as %%ir's, "
+           "--intel in Intel syntax; --diff A B side by side: two programs kept with `%%run --name` "
+           "(an empty cell), or two functions of the cell")
+def _asm(ctx: Context, args: str, body: Body) -> None:
+    _listing(ctx, body, "%%asm", args)
 
 
 @directive("%%file", "%%file NAME.cho", "write the cell's text to NAME.cho (a plain file name in the notebook's "
@@ -588,6 +702,7 @@ def _clear(ctx: Context, args: str, body: Body) -> None:
 from . import bench as _bench  # noqa: E402,F401
 from . import authority_view as _authority_view  # noqa: E402,F401
 from . import tools_view as _tools_view  # noqa: E402,F401  (%%fmt, %layout, %ids)
+from . import testcell as _testcell  # noqa: E402,F401
 
 __all__ = ["REGISTRY", "Settings", "Body", "DirectiveError", "execute", "parse_header", "help_text",
            "known_names"]

@@ -28,6 +28,7 @@ from pathlib import Path
 from ..compiler.backends.process import (DEFAULT_RUN_LIMITS, SAFE_CAPS, RunLimits, StdoutKind,
                                         StdoutTarget)
 from ..compiler.run import BACKENDS
+from ..compiler.target import HOST, Target
 from . import beneath
 
 
@@ -491,6 +492,8 @@ class RunOptions:
     expect_signal: int | None = None
     name: str | None = None   # `--name NAME`: keep the compiled program for %bench
     stdin_given: bool = True  # `--stdin`/`--stdin-file` given (else the user's, where allowed)
+    display: str | None = None  # `--display KIND`: stdout shown as that kind (program_display.py)
+    compile_target: Target = HOST  # `--target wasm32-wasip1`: built as a WASI module (wasm_run.py)
 
 
 def _run_parser() -> _Parser:
@@ -509,7 +512,48 @@ def _run_parser() -> _Parser:
     p.add_argument("--expect-signal", default=None)
     p.add_argument("--expect-trap", action="store_true")
     p.add_argument("--name", default=None)
+    p.add_argument("--display", default=None)
+    p.add_argument("--target", dest="compile_target", default=None)
     return p
+
+
+def _display_of(ns, target: StdoutTarget) -> str | None:
+    """`--display KIND`: one of the kinds, on an ordinary pipe (what is shown is what was kept)."""
+    from .program_display import KINDS
+
+    if ns.display is None:
+        return None
+    if ns.display not in KINDS:
+        raise DirectiveError(f"--display: `{ns.display}` is not a kind shown here; use one of {', '.join(KINDS)}")
+    if target.kind is not StdoutKind.PIPE:
+        raise DirectiveError("--display shows what the program writes to stdout: it takes the default "
+                             "--stdout pipe")
+    return ns.display
+
+
+def _compile_target_of(ns, settings: Settings) -> Target:
+    """`--target`: the host (default) or `wasm32-wasip1`, which safe mode refuses and which
+    runs on neither host backend nor under a bench name."""
+    if ns.compile_target is None:
+        return HOST
+    from ..compiler.backends import native
+    from ..compiler.target import UnknownTarget, parse_target
+
+    try:
+        target = parse_target(ns.compile_target, native.host_triple())
+    except UnknownTarget as e:
+        raise DirectiveError(f"--target: {e}") from None
+    if not target.is_wasi:
+        return HOST
+    if settings.safe:
+        raise DirectiveError(f"refused in safe mode: --target {target.name} (its limits and confinement "
+                             "are applied to host programs only)")
+    if ns.backend is not None:
+        raise DirectiveError(f"--backend chooses how the host runs a program; --target {target.name} "
+                             "builds a WebAssembly module, which wasmtime runs")
+    if ns.name is not None:
+        raise DirectiveError(f"--name keeps a host program for %bench; not with --target {target.name}")
+    return target
 
 
 def parse_stdout_target(text: str, settings: Settings) -> StdoutTarget:
@@ -588,7 +632,13 @@ def parse_run_options(args: str, settings: Settings) -> RunOptions:
         expect_signal = int(_signal.SIGILL)
     if expect_signal is not None and expect_status is not None:
         raise DirectiveError("give --expect-status or --expect-signal, not both")
+    compile_target = _compile_target_of(ns, settings)
+    if compile_target.is_wasi and expect_signal is not None:
+        if expect_signal != int(_signal.SIGILL):
+            raise DirectiveError("a WebAssembly module is not ended by signals: --expect-signal does not apply")
+        expect_status, expect_signal = 134, None  # the WASI runtime's status for a trap (docs/cli.md)
     return RunOptions(ns.backend or settings.backend, target,
                       stdin_of(ns, settings=settings), list(ns.args), limits,
                       expect_status, expect_signal, ns.name,
-                      ns.stdin is not None or ns.stdin_file is not None)
+                      ns.stdin is not None or ns.stdin_file is not None,
+                      _display_of(ns, target), compile_target)

@@ -30,6 +30,7 @@ from ..compiler import api, ast
 from ..compiler.diagnostics import Diagnostic
 from ..compiler.modcache import ModuleCache
 from ..compiler.source import SourceFile, Span
+from ..compiler.target import HOST, Target
 from ..compiler.symbols import StdSymbols, declaration_text
 
 PLACEHOLDER_MAIN = "fn main(world: World) -> [] int {\n    release(world);\n    return 0;\n}\n"
@@ -157,15 +158,18 @@ class Session:
 
     # -- checking --------------------------------------------------------------------------
 
-    def process(self, source: SourceFile, compile: bool, use_last_main: bool = False) -> CellOutcome:
-        """Parse ``source``, check it (``compile``: and lower it) with the session's items.
+    def process(self, source: SourceFile, compile: bool, use_last_main: bool = False,
+                target: Target = HOST) -> CellOutcome:
+        """Parse ``source``, check it (``compile``: and lower it, for ``target``) with the
+        session's items.
 
         Nothing is committed; call :meth:`commit` with the outcome when it is accepted.
         """
         with _COMPILER_LOCK:
-            return self._process(source, compile, use_last_main)
+            return self._process(source, compile, use_last_main, target)
 
-    def _process(self, source: SourceFile, compile: bool, use_last_main: bool) -> CellOutcome:
+    def _process(self, source: SourceFile, compile: bool, use_last_main: bool,
+                 target: Target = HOST) -> CellOutcome:
         cell, diags = api.parse_source(source)
         if diags or cell is None:
             return CellOutcome(source, list(diags))
@@ -196,7 +200,7 @@ class Session:
 
         has_main = main is not None or main_item is not None
         if compile and has_main:
-            res = api.compile_files(files, hint=source.path, cache=self.module_cache)
+            res = api.compile_files(files, hint=source.path, cache=self.module_cache, target=target)
             if self.safe and res.ok and res.reused:
                 from ..compiler.policy import safe_mode_refusals
 

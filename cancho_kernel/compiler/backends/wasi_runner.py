@@ -26,6 +26,25 @@ def _proc_exit(status: int) -> None:
     raise Exited(status)
 
 
+def _config():
+    """wasmtime's configuration. Under an address-space limit (a notebook's `--memory`, the
+    kernel's default 4 GiB) the default reservation of 4 GiB plus guard pages per linear memory
+    cannot be mapped at all, so the memory is reserved small and grows by moving, with explicit
+    bounds checks instead of guard pages; without a limit, wasmtime's defaults."""
+    import resource
+
+    import wasmtime
+
+    config = wasmtime.Config()
+    soft, _ = resource.getrlimit(resource.RLIMIT_AS)
+    if soft != resource.RLIM_INFINITY:
+        config.memory_reservation = 64 << 20
+        config.memory_reservation_for_growth = 64 << 20
+        config.memory_guard_size = 64 << 10
+        config.memory_may_move = True
+    return config
+
+
 def run(module_path: str, argv: list[str], dirs: list[str] = ()) -> int:
     """The module's exit status (its ``proc_exit`` code, 0 when ``_start`` returns).
 
@@ -34,7 +53,7 @@ def run(module_path: str, argv: list[str], dirs: list[str] = ()) -> int:
     run with the status the program gave."""
     import wasmtime
 
-    engine = wasmtime.Engine()
+    engine = wasmtime.Engine(_config())
     module = wasmtime.Module.from_file(engine, module_path)
     store = wasmtime.Store(engine)
     config = wasmtime.WasiConfig()

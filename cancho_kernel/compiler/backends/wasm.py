@@ -151,6 +151,13 @@ def granted_dirs(flags: str | None = None) -> list[str]:
     return dirs
 
 
+def runner_argv(module: str | Path, args: Sequence[str], name: str) -> list[str]:
+    """The child that runs a module (``wasi_runner.py``) with the granted directories."""
+    grants = [f"--dir={d}" for d in granted_dirs()]
+    return [sys.executable, "-m", "cancho_kernel.compiler.backends.wasi_runner", *grants, str(module),
+            name, *args]
+
+
 def run_wasm(module: str | Path, args: Sequence[str], name: str) -> int:
     """Run a WASI command module with this process's stdio and the directories ``WASMTIME_FLAGS``
     grants; its exit status. ``name`` is the program's ``argv[0]``. A trap is reported on stderr
@@ -158,13 +165,43 @@ def run_wasm(module: str | Path, args: Sequence[str], name: str) -> int:
     if not runtime_available():
         raise WasiRuntimeMissing(f"cannot run a `{WASM32_WASIP1.name}` module: no WASI runtime; "
                                  f"{RUNTIME_HINT}")
-    grants = [f"--dir={d}" for d in granted_dirs()]
-    argv = [sys.executable, "-m", "cancho_kernel.compiler.backends.wasi_runner", *grants, str(module),
-            name, *args]
-    child = subprocess.Popen(argv)
+    child = subprocess.Popen(runner_argv(module, args, name))
     try:
         return child.wait()
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
+
+
+@dataclass(frozen=True, order=True)
+class WasiImport:
+    """One function a module imports: what the runtime is asked to grant it."""
+
+    module: str
+    name: str
+
+    def __str__(self) -> str:
+        return f"{self.module}.{self.name}"
+
+
+def module_imports(module: str | Path) -> list[WasiImport]:
+    """The functions a built module imports, read from its import section (wasmtime's reader)."""
+    if not runtime_available():
+        raise WasiRuntimeMissing(f"cannot read a `{WASM32_WASIP1.name}` module's imports: no "
+                                 f"WebAssembly reader; {RUNTIME_HINT}")
+    import wasmtime
+
+    parsed = wasmtime.Module.from_file(wasmtime.Engine(), str(module))
+    return sorted({WasiImport(i.module, i.name or "") for i in parsed.imports
+                   if isinstance(i.type, wasmtime.FuncType)})
+
+
+def imports_of_ir(ir_text: str) -> list[WasiImport]:
+    """Build IR made for wasm32 in a temporary directory and answer its module's imports."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="cancho-wasm-imports-") as tmp:
+        out = Path(tmp) / "program.wasm"
+        build_wasm(ir_text, out)
+        return module_imports(out)

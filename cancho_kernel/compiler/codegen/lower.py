@@ -149,6 +149,7 @@ class ModuleLowering:
         self.requests: Optional[list[tuple[str, tuple]]] = None  # instances the current body asks for
         self.cache = cache.lowered if cache is not None else None
         self.keys = FnKeys(prog, cache) if cache is not None else None
+        self.debug = None  # a listing's `debuglines.DebugLines`: statements tagged with their lines
 
     def lower(self) -> str:
         main = self.instance(self.prog.main, {})
@@ -230,7 +231,9 @@ class ModuleLowering:
         ordered = sorted(globals_.items(), key=lambda kv: (0 if kv[1].startswith("@") else 1, kv[0]))
         head = [f'; ModuleID = "{self.module.name}"', f'target triple = "{self.module.triple}"',
                 f'target datalayout = "{self.module.data_layout}"', ""]
-        return "\n".join([*head, *(types[n] for n in sorted(types)), *(t for _, t in ordered), *defs, entry_text])
+        tail = [self.debug.module_text()] if self.debug is not None else []
+        return "\n".join([*head, *(types[n] for n in sorted(types)), *(t for _, t in ordered), *defs, entry_text,
+                          *tail])
 
     def static(self, item) -> ir.Value:
         """A static's value: `@lexs_static_<name>`, its compile-time bytes; (ptr, count)."""
@@ -333,6 +336,8 @@ class FnLowering:
         return self.typed.resolved[e]
 
     def lower(self) -> None:
+        if self.ml.debug is not None:  # a listing: the prologue at the declaration's line
+            self.b.debug_metadata = self.ml.debug.at(self.func, self.fn.item.decl.name.span)
         args = iter(self.func.args)
         for loc in self.fn.params:
             t = self.lty(self.T(loc.ty))
@@ -396,6 +401,8 @@ class FnLowering:
     def stmt(self, s: ast.Stmt) -> None:
         """Lower one statement. Lowering cannot fail on checked input; if it does, the failure is
         reported at the innermost statement or expression being lowered (`LoweringFailure`)."""
+        if self.ml.debug is not None and s.span is not None:
+            self.b.debug_metadata = self.ml.debug.at(self.func, s.span)
         try:
             match s:
                 case ast.Let():
