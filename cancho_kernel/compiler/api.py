@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 from .diagnostics import Diagnostic, Rule, sort_diagnostics
 from .source import SourceFile
 from .target import HOST, Target
+from .trapsites import TrapTable
 
 if TYPE_CHECKING:
     import threading
@@ -49,6 +50,7 @@ class CompileResult:
     program: object = None
     timings: dict[str, float] = field(default_factory=dict)
     reused: bool = False  # answered by a module cache: the same program was compiled before
+    traps: TrapTable = field(default_factory=TrapTable)  # the IR's trap sites (trapsites.py)
 
     @property
     def ok(self) -> bool:
@@ -233,7 +235,7 @@ def _compile_cached(parse: Callable[[list[Diagnostic]], list], hint: str | None,
         hit = cache.program(key)
         if isinstance(hit, CompileResult):
             return CompileResult([], hit.ir, hit.program, {"check": time.perf_counter() - t0, "lower": 0.0},
-                                 reused=True)
+                                 reused=True, traps=hit.traps)
     result = _compile(lambda: check_parsed(parsed, diags, hint, cache), sources, t0, cache=cache)
     if key is not None and result.ok:
         cache.put_program(key, result)
@@ -255,15 +257,16 @@ def _compile(check: Callable[[], tuple[list[Diagnostic], object]], sources: list
     t1 = time.perf_counter()
     if diags:
         return CompileResult(sort_diagnostics(diags), timings={"check": t1 - t0})
-    from .codegen.lower import lower_program
+    from .codegen.lower import lower_program_sites
 
+    traps = TrapTable()
     try:
-        ir, diags = lower_program(program, target, cache)
+        ir, diags, traps = lower_program_sites(program, target, cache)
     except Exception as e:
         ir, diags = None, [internal_error(e, sources)]
     t2 = time.perf_counter()
     return CompileResult(sort_diagnostics(diags), ir if not diags else None, program,
-                         {"check": t1 - t0, "lower": t2 - t1})
+                         {"check": t1 - t0, "lower": t2 - t1}, traps=traps)
 
 
 def run(request: RunRequest, worker: JitWorker | None = None,

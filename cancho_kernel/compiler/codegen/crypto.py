@@ -14,6 +14,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..check.builtins import LOWERINGS
+from ..trapsites import TrapKind
 from .layout import I1, I8, I64, PTR
 
 I128 = ir.IntType(128)
@@ -203,7 +204,7 @@ def bi_hw_aes_gcm(self, e, args):
 
 
 def _trap_unless_len(self, s: ir.Value, want: int) -> None:
-    self.gen.trap_if(self.b.icmp_signed("!=", self.b.extract_value(s, 1), ir.Constant(I64, want)))
+    self.gen.trap_if(self.b.icmp_signed("!=", self.b.extract_value(s, 1), ir.Constant(I64, want)), TrapKind.CHECK)
 
 
 @LOWERINGS.register("aes_encrypt_block")
@@ -215,9 +216,9 @@ def bi_aes_encrypt_block(self, e, args):
     known = b.or_(b.or_(b.icmp_signed("==", rounds, ir.Constant(I64, 10)),
                         b.icmp_signed("==", rounds, ir.Constant(I64, 12))),
                   b.icmp_signed("==", rounds, ir.Constant(I64, 14)))
-    self.gen.trap_if(b.xor(known, ir.Constant(I1, 1)))
+    self.gen.trap_if(b.xor(known, ir.Constant(I1, 1)), TrapKind.CHECK)
     want = b.mul(b.add(rounds, ir.Constant(I64, 1)), ir.Constant(I64, 16))
-    self.gen.trap_if(b.icmp_signed("!=", b.extract_value(keys, 1), want))
+    self.gen.trap_if(b.icmp_signed("!=", b.extract_value(keys, 1), want), TrapKind.CHECK)
     _trap_unless_len(self, block, 16)
     _trap_unless_len(self, out, 16)
     f = _encrypt_function(self.rt.module)
@@ -234,7 +235,7 @@ def bi_ghash_update(self, e, args):
     _trap_unless_len(self, h, 16)
     _trap_unless_len(self, y, 16)
     n = b.extract_value(data, 1)
-    self.gen.trap_if(b.icmp_signed("!=", b.and_(n, ir.Constant(I64, 15)), ir.Constant(I64, 0)))
+    self.gen.trap_if(b.icmp_signed("!=", b.and_(n, ir.Constant(I64, 15)), ir.Constant(I64, 0)), TrapKind.CHECK)
     f = _ghash_function(self.rt.module)
     b.call(f, [b.extract_value(h, 0), b.extract_value(y, 0), b.extract_value(data, 0), n])
     return ir.Constant(I64, 0)
