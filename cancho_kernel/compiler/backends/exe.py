@@ -28,11 +28,20 @@ def linker_command() -> list[str]:
     return words or ["cc"]
 
 
+def runtime_objects() -> list[str]:
+    """Objects linked after the program's own: the trap reporter (trapreport.py), which tells
+    the launcher which trap site fired; none without a C compiler to build it."""
+    from .trapreport import exe_object
+
+    obj = exe_object()
+    return [] if obj is None else [str(obj)]
+
+
 def link(object_path: str | Path, out_path: str | Path,
          libs: Sequence[str] = (), libdirs: Sequence[str] = ()) -> None:
     """Link one object into an executable; raise :class:`LinkError` with cc's words on failure."""
     cc = linker_command()
-    argv = [*cc, str(object_path), *(f"-L{p}" for p in libdirs), *(f"-l{n}" for n in libs),
+    argv = [*cc, str(object_path), *runtime_objects(), *(f"-L{p}" for p in libdirs), *(f"-l{n}" for n in libs),
             "-o", str(out_path)]
     try:
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False)
