@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from .compiler.backends.jit import JitWorker
     from .compiler.backends.process import RunLimits, RunResult
     from .compiler.run import Built
+    from .compiler.trapsites import TrapTable
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_FAILED = 0, 1, 2, 3, 4
 
@@ -313,12 +314,14 @@ def generate_main(tests: list[TestCase], imports: list[str]) -> str:
 # running
 
 
-def _failure_reason(result) -> str:
+def _failure_reason(result, traps: "TrapTable | None" = None) -> str:
+    """Why a test failed; a trap with its site (compiler/trapsites.py) when the run knows it."""
     if result.timed_out:
         return result.describe()
     if result.signal is not None:
         if result.signal == signal.SIGILL:
-            return TRAP_WORDS
+            site = traps.get(result.trap_site) if traps is not None else None
+            return TRAP_WORDS if site is None else f"{TRAP_WORDS}\n{site.render()}"
         from .compiler.backends.process import signal_name
 
         return f"killed by signal {result.signal} ({signal_name(result.signal)})"
@@ -392,7 +395,7 @@ def run_tests(opts: Options) -> int:
         if refusals:
             _err(render_text(refusals, color=False).rstrip("\n"))
             return EXIT_REFUSED
-    return _build_and_run(opts, tests, result.ir)
+    return _build_and_run(opts, tests, result.ir, result.traps)
 
 
 def _test_limits(opts: Options) -> RunLimits:
@@ -413,7 +416,7 @@ def _test_limits(opts: Options) -> RunLimits:
                      confine=plan.confine, sandbox=plan.sandbox)
 
 
-def _build_and_run(opts: Options, tests: list[TestCase], ir: str) -> int:
+def _build_and_run(opts: Options, tests: list[TestCase], ir: str, traps: "TrapTable | None" = None) -> int:
     """Build once (``compiler/run.py``), run every test in a process of its own, report."""
     from .compiler.backends.process import owned_temp_prefix, remove_stale_dirs
     from .compiler.run import Backend, FailureKind, RunFailed, build
@@ -431,7 +434,7 @@ def _build_and_run(opts: Options, tests: list[TestCase], ir: str) -> int:
             from .compiler.backends.jit import JitWorker
 
             worker = JitWorker()
-        return _run_all(tests, built, worker, limits)
+        return _run_all(tests, built, worker, limits, traps)
     except RunFailed as exc:
         if exc.kind is FailureKind.ENVIRONMENT:
             _err(exc.message)
@@ -454,7 +457,8 @@ class FailedTest:
     result: RunResult
 
 
-def _run_all(tests: list[TestCase], built: Built, worker: JitWorker | None, limits: RunLimits) -> int:
+def _run_all(tests: list[TestCase], built: Built, worker: JitWorker | None, limits: RunLimits,
+             traps: "TrapTable | None" = None) -> int:
     from .compiler.backends.process import StdoutTarget
     from .compiler.run import run_built
 
@@ -466,7 +470,7 @@ def _run_all(tests: list[TestCase], built: Built, worker: JitWorker | None, limi
         ok = res.exit_status == 0 and res.signal is None and not res.timed_out
         _out(f"test {t.name} ... {'ok' if ok else 'FAILED'}\n")
         if not ok:
-            failures.append(FailedTest(t.name, _failure_reason(res), res))
+            failures.append(FailedTest(t.name, _failure_reason(res, traps), res))
     report: list[str] = []
     if failures:
         report.append("\nfailures:\n")

@@ -189,3 +189,24 @@ def absolute(rel: RelativeSite, decl: Span) -> TrapSite:
     src: SourceFile = decl.source
     start = min(len(src.text), decl.start + rel.start)
     return site_at(rel.kind, rel.detail, Span(src, start, min(len(src.text), max(start, decl.start + rel.end))))
+
+
+TRAILER = "\n; cancho trap sites: "
+
+
+def with_trap_trailer(ir_text: str, table: TrapTable) -> str:
+    """IR text with its trap table as a final LLVM comment line (how the CLI's build cache keeps
+    both in one entry; LLVM ignores the comment)."""
+    return f"{ir_text}{TRAILER}{table.to_json()}\n"
+
+
+def split_trap_trailer(text: str) -> tuple[str, TrapTable]:
+    """The IR text and the trap table of :func:`with_trap_trailer` (an empty table for IR kept
+    without one, or a trailer that does not parse)."""
+    at = text.rfind(TRAILER)
+    if at < 0:
+        return text, TrapTable()
+    try:
+        return text[:at], TrapTable.from_json(text[at + len(TRAILER):].strip())
+    except (ValueError, KeyError, TypeError):
+        return text[:at], TrapTable()
