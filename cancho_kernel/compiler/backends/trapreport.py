@@ -2,10 +2,10 @@
 
 A trap is an undefined instruction holding the site's number. A SIGILL handler (:data:`HANDLER_C`)
 reads the number at the faulting address (``si_addr``; only for a SIGILL the CPU raised, never
-one sent by ``kill``), reports it, and returns with the default action restored
-(``SA_RESETHAND``): the instruction runs again and ends the process by SIGILL exactly as it
-would have without the handler (the same status, the same core-dump bit, nothing written to the
-program's own streams).
+one sent by ``kill``, which it raises again at once), reports it, and returns with the default
+action restored (``SA_RESETHAND``): the instruction runs again and ends the process by SIGILL
+exactly as it would have without the handler (the same status, the same core-dump bit, nothing
+written to the program's own streams).
 
 Where the report goes:
 
@@ -43,7 +43,14 @@ static volatile uint32_t *cancho_trap_slot = 0;  /* [0] the trapping pid, [1] th
 static void cancho_trap_handler(int sig, siginfo_t *si, void *context) {
     (void)sig;
     (void)context;
-    if (si != 0 && si->si_code > 0 && si->si_addr != 0) {  /* raised by the CPU, not kill(2) */
+    if (si == 0 || si->si_code <= 0 || si->si_addr == 0) {
+        /* Sent (kill(2), raise(3)): no instruction to run again. The action is the default
+           again (SA_RESETHAND) and SA_NODEFER leaves SIGILL unblocked, so this ends the process
+           by SIGILL as the sender meant. */
+        raise(SIGILL);
+        return;
+    }
+    {  /* raised by the CPU at the faulting instruction */
         const unsigned char *pc = (const unsigned char *)si->si_addr;
         uint32_t number = 0;
         int found = 0;
