@@ -209,7 +209,7 @@ def build(ir: str, backend: Backend | str, out: str | Path | None = None, *,
         if cache is not None:
             from .cache import Artefact, executable_key
 
-            key = executable_key(ir, [*exe.linker_command(), *exe.runtime_objects()], libs, libdirs)
+            key = executable_key(ir, exe.linker_command(), libs, libdirs)
             data = cache.get(key, Artefact.EXECUTABLE)
             if data is not None:
                 write_atomically(path, data, 0o777)
