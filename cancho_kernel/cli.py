@@ -507,7 +507,11 @@ def _run_wasm(inv: Invocation, ir: str, traps: TrapTable | None = None) -> int:
         module = Path(tmp) / f"{name}.wasm"
         _backend(inv, lambda: wasm.build_wasm(ir, module))
         flush_python_streams()
-        return _backend(inv, lambda: wasm.run_wasm(module, inv.program_args, name))
+        status, number = _backend(inv, lambda: wasm.run_wasm_located(module, inv.program_args, name))
+        site = traps.get(number) if traps is not None else None
+        if site is not None and sys.stderr is not None:
+            sys.stderr.write(site.render() + "\n")
+        return status
 
 
 def cmd_ir(inv: Invocation) -> int:

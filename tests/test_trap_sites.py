@@ -289,3 +289,20 @@ def test_cancho_test_shows_the_site(tmp_path, backend):
     assert done.returncode == 4
     assert ("trap: division by zero or overflow in `/` at test_t.cho:7:14\n  |\n"
             "7 |     return 1 / z;\n  |              ^\n") in done.stdout, done.stdout
+
+
+def test_wasm_traps_are_located(tmp_path):
+    """On `--target wasm32-wasip1` each site's trap is a function of its own (`cancho.trap.N`),
+    whose name the runtime's backtrace gives; the runner's own line and status are unchanged."""
+    from cancho_kernel.compiler.backends import wasm
+
+    if not wasm.runtime_available():
+        pytest.skip("no WASI runtime (wasmtime) here")
+    for c in (CASES[0], CASES[-1]):
+        (tmp_path / "w.cho").write_text(source_of(c))
+        done = _cli("run", "--target", "wasm32-wasip1", "w.cho", cwd=tmp_path)
+        path, line, column = expected_place(c, "w.cho")
+        assert done.returncode == 134, done.stderr
+        lines = done.stderr.split("\n")
+        assert lines[0] == "cancho: the program trapped (wasm: unreachable)"
+        assert lines[1] == f"trap: {c.words} at {path}:{line}:{column}", done.stderr

@@ -155,16 +155,32 @@ def run_wasm(module: str | Path, args: Sequence[str], name: str) -> int:
     """Run a WASI command module with this process's stdio and the directories ``WASMTIME_FLAGS``
     grants; its exit status. ``name`` is the program's ``argv[0]``. A trap is reported on stderr
     and is status 134, as the wasmtime command reports one."""
+    return run_wasm_located(module, args, name)[0]
+
+
+def run_wasm_located(module: str | Path, args: Sequence[str], name: str) -> tuple[int, int | None]:
+    """:func:`run_wasm`, and the trap site number (compiler/trapsites.py) the runner read from
+    the trap's backtrace (None: no trap, or not at a site)."""
     if not runtime_available():
         raise WasiRuntimeMissing(f"cannot run a `{WASM32_WASIP1.name}` module: no WASI runtime; "
                                  f"{RUNTIME_HINT}")
     grants = [f"--dir={d}" for d in granted_dirs()]
-    argv = [sys.executable, "-m", "cancho_kernel.compiler.backends.wasi_runner", *grants, str(module),
-            name, *args]
-    child = subprocess.Popen(argv)
+    site_r, site_w = os.pipe()
+    argv = [sys.executable, "-m", "cancho_kernel.compiler.backends.wasi_runner", *grants,
+            f"--trap-fd={site_w}", str(module), name, *args]
     try:
-        return child.wait()
+        child = subprocess.Popen(argv, pass_fds=(site_w,))
+    except BaseException:
+        os.close(site_r)
+        raise
+    finally:
+        os.close(site_w)
+    try:
+        status = child.wait()
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
+    with os.fdopen(site_r, "rb") as f:
+        text = f.read(32).decode("ascii", "replace")
+    return status, int(text) if text.isdigit() else None

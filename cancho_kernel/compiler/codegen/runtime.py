@@ -50,6 +50,7 @@ def trap_asm(number: int = 0) -> str:
     return site_trap_asm(number)
 
 
+WASM_TRAP_PREFIX = "cancho.trap."  # + the site number (trapsites.py), read from wasm backtraces
 WASI_STDOUT_BUFFER = 4096  # glibc's buffer for a pipe (its st_blksize)
 
 
@@ -124,11 +125,29 @@ class Runtime:
         """Trap site ``number``'s trap (``trapsites.py``), then `unreachable`."""
         if self.target.is_wasi:
             # WebAssembly: `llvm.trap` is the `unreachable` instruction, a trap the runtime
-            # reports (the aarch64 reason to avoid it, `brk` and SIGTRAP, does not arise).
-            b.call(self._llvm_trap(), [])
+            # reports (the aarch64 reason to avoid it, `brk` and SIGTRAP, does not arise). It
+            # is in a function of the site's own, whose name the runtime's backtrace shows.
+            b.call(self._wasm_trap(number), [])
         else:
             b.call(ir.InlineAsm(ir.FunctionType(VOID, []), trap_asm(number), "", side_effect=True), [])
         b.unreachable()
+
+    def _wasm_trap(self, number: int) -> ir.Function:
+        """`cancho.trap.N`: never inlined or merged (cold, noinline, a distinct name the
+        module's name section keeps), its body `llvm.trap`."""
+        name = f"{WASM_TRAP_PREFIX}{number}"
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        f = ir.Function(self.module, ir.FunctionType(VOID, []), name=name)
+        f.linkage = "internal"
+        f.attributes.add("noinline")
+        f.attributes.add("cold")
+        f.attributes.add("noreturn")
+        b = ir.IRBuilder(f.append_basic_block("entry"))
+        b.call(self._llvm_trap(), [])
+        b.unreachable()
+        return f
 
     def _llvm_trap(self) -> ir.Function:
         existing = self.module.globals.get("llvm.trap")
