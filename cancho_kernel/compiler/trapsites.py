@@ -22,6 +22,7 @@ import json
 import platform
 from dataclasses import dataclass
 from enum import StrEnum
+from functools import lru_cache
 from typing import Iterable, Mapping, Optional
 
 from .source import SourceFile, Span
@@ -164,7 +165,12 @@ def number_bits(machine: str | None = None) -> int:
 
 
 def _machine(machine: str | None) -> str:
-    return (machine or platform.machine()).lower()
+    return (machine or _host_machine()).lower()
+
+
+@lru_cache(maxsize=1)
+def _host_machine() -> str:
+    return platform.machine()
 
 
 def site_number(function: str, ordinal: int, machine: str | None = None) -> int:
