@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 from ..compiler.backends.process import RunLimits, RunResult, StdoutKind, StdoutTarget, signal_name
 from ..compiler.diagnostics import Diagnostic, Rule
-from ..compiler.trapsites import TrapSite
+from ..compiler.trapsites import TrapKind, TrapSite
 
 RED, BOLD, RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 
@@ -169,7 +169,9 @@ def judge(result: RunResult, target: StdoutTarget, expect_status: int | None,
     the run's, naming a limit that plausibly ended it; with ``site``, the trap site that fired:
     its check and place, the source line and a caret)."""
     failure = _judged(result, target, expect_status, expect_signal, site)
-    hint = limit_hint(result, limits) if failure is not None else None
+    # A trap located at a check no limit can fail (an overflow, an index) needs no limit's hint.
+    memory_bound = site is None or site.kind in (TrapKind.ALLOCATION, TrapKind.CHECK)
+    hint = limit_hint(result, limits) if failure is not None and memory_bound else None
     if hint is not None:
         assert failure is not None
         failure.traceback.append(hint)

@@ -41,4 +41,5 @@ def test_a_trap_shows_its_check_and_place(lab, screenshots):
     assert re.search(r"trap: integer overflow in `\+` at cell\[\d+\]:2:14", text), text
     assert "2 |     return a + b;" in text, text
     caret = next(line for line in text.split("\n") if line.strip().startswith("|") and "^" in line)
-    assert caret.index("^") - caret.index("|") == 14, caret
+    assert "memory limit" not in text, text  # an overflow is no limit's doing
+    assert caret.index("^") - caret.index("|") == 1 + 14, caret  # "| " then 13 spaces
