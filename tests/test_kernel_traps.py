@@ -103,3 +103,15 @@ def test_safe_mode_locates_traps(safe_kernel, backend):
     cell = run(safe_kernel, f"%%run --backend {backend}\n" + MAIN % "trap()", timeout=120)
     tb = traceback(cell)
     assert any(re.fullmatch(r"trap: `trap\(\)` called at cell\[\d+\]:\d+:12", line) for line in tb), tb
+
+
+def test_the_same_cell_run_again_names_its_new_cell(kernel):
+    """The module cache answers a program it compiled before (its key leaves paths out); the
+    trap must still name the cell that ran, not the one compiled first."""
+    code = MAIN % "trap()"
+    names = []
+    for _ in range(2):
+        tb = traceback(run(kernel, code))
+        head = next(line for line in tb if line.startswith("trap: "))
+        names.append(re.fullmatch(r"trap: `trap\(\)` called at (cell\[\d+\]):\d+:12", head).group(1))
+    assert names[0] != names[1], names

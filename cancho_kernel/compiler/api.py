@@ -51,6 +51,7 @@ class CompileResult:
     timings: dict[str, float] = field(default_factory=dict)
     reused: bool = False  # answered by a module cache: the same program was compiled before
     traps: TrapTable = field(default_factory=TrapTable)  # the IR's trap sites (trapsites.py)
+    item_paths: tuple[str, ...] = ()  # each item's file, in program-key order (see _compile_cached)
 
     @property
     def ok(self) -> bool:
@@ -231,12 +232,17 @@ def _compile_cached(parse: Callable[[list[Diagnostic]], list], hint: str | None,
         key = cache.program_key(parsed) if not diags else None
     except Exception as e:  # our bug, never the user's
         return CompileResult([internal_error(e, sources)])
+    paths = tuple(item.span.source.path for f in parsed for item in f.items)
     if key is not None:
         hit = cache.program(key)
         if isinstance(hit, CompileResult):
+            # The key leaves paths out (the same cell run again is `cell[N+1]`): the kept trap
+            # sites are renamed to the files this program's items are in now.
+            traps = hit.traps.renamed(dict(zip(hit.item_paths, paths)))
             return CompileResult([], hit.ir, hit.program, {"check": time.perf_counter() - t0, "lower": 0.0},
-                                 reused=True, traps=hit.traps)
+                                 reused=True, traps=traps, item_paths=paths)
     result = _compile(lambda: check_parsed(parsed, diags, hint, cache), sources, t0, cache=cache)
+    result.item_paths = paths
     if key is not None and result.ok:
         cache.put_program(key, result)
     return result

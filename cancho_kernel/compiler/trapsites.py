@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import platform
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from functools import lru_cache
 from typing import Iterable, Mapping, Optional
@@ -148,6 +148,14 @@ class TrapTable:
 
     def sites(self) -> dict[int, TrapSite]:
         return dict(self._sites)
+
+    def renamed(self, paths: Mapping[str, str]) -> "TrapTable":
+        """The same sites with their files renamed (``paths``: old name -> new name)."""
+        moves = {old: new for old, new in paths.items() if old != new}
+        if not moves:
+            return self
+        sites = {n: replace(s, path=moves.get(s.path, s.path)) for n, s in self._sites.items()}
+        return TrapTable(sites, self._ambiguous)
 
     def to_json(self) -> str:
         return json.dumps({"sites": {str(n): s.to_json() for n, s in sorted(self._sites.items())},
