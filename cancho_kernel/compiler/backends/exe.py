@@ -1,7 +1,8 @@
 """The `exe` backend's build half: object file from llvmlite, linked by the system C compiler.
 
-Linking follows the reference exactly (runtime.md §0, §6): ``cc obj -L<p>... -l<n>... -o out``,
-libraries *after* the object (a library named before it resolves nothing) and before ``-o``;
+Linking follows the reference (runtime.md §0, §6): ``cc obj -L<p>... -l<n>... -o out``,
+libraries *after* the object (a library named before it resolves nothing) and before ``-o``; our
+one addition is the trap reporter's object right after the program's (``trapreport.py``);
 ``$CC`` overrides ``cc``. The object is written beside the output as ``<output>.o`` and removed
 after linking. A missing or failing linker is the environment's fault (exit 3), not the
 program's, so it raises :class:`LinkError`.
