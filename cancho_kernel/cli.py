@@ -44,6 +44,7 @@ from .compiler.diagnostics import Diagnostic, Rule, render_json, render_text
 from .compiler.run import FailureKind, RunFailed, flush_python_streams, os_error_text
 from .compiler.source import SourceFile
 from .compiler.target import HOST, Target
+from .compiler.trapsites import TrapTable, split_trap_trailer, with_trap_trailer
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_ENVIRONMENT = 0, 1, 2, 3
 
@@ -278,6 +279,7 @@ class Compiled:
 
     ir: str | None
     diagnostics: list[Diagnostic]
+    traps: TrapTable = field(default_factory=TrapTable)
 
 
 def _load(inv: Invocation) -> Loaded:
@@ -321,7 +323,8 @@ def _compile(inv: Invocation) -> Compiled:
                           inv.safe)
         cached = cache.get(key, Artefact.IR)
         if cached is not None:
-            return Compiled(cached.decode("utf-8"), [])
+            ir, traps = split_trap_trailer(cached.decode("utf-8"))
+            return Compiled(ir, [], traps)
     try:
         # The host's call is the one it always was (a compiler put in place of it at run time,
         # such as a test double, is called as before).
@@ -337,9 +340,10 @@ def _compile(inv: Invocation) -> Compiled:
         refusals = safe_mode_refusals(result.program)
         if refusals:
             return Compiled(None, refusals)
+    traps = getattr(result, "traps", None) or TrapTable()
     if cache is not None and key is not None:
-        cache.put(key, Artefact.IR, result.ir.encode("utf-8"))
-    return Compiled(result.ir, [])
+        cache.put(key, Artefact.IR, with_trap_trailer(result.ir, traps).encode("utf-8"))
+    return Compiled(result.ir, [], traps)
 
 
 def _build_cache(inv: Invocation):
@@ -392,11 +396,15 @@ def _isatty(stream) -> bool:
 
 
 def _compiled_or_refused(inv: Invocation) -> str:
+    return _compiled_program(inv).ir
+
+
+def _compiled_program(inv: Invocation) -> Compiled:
     compiled = _compile(inv)
     if compiled.diagnostics:
         raise _Refused(compiled.diagnostics)
     assert compiled.ir is not None
-    return compiled.ir
+    return compiled
 
 
 class _Refused(Exception):
@@ -503,9 +511,10 @@ def cmd_run(inv: Invocation) -> int:
     from .compiler.run import run_inherit
 
     remove_stale_dirs()  # what an earlier `run` killed by SIGKILL left
-    ir = _compiled_or_refused(inv)
+    compiled = _compiled_program(inv)
+    ir = compiled.ir
     if inv.target.is_wasi:
-        return _run_wasm(inv, ir)
+        return _run_wasm(inv, ir, compiled.traps)
     limits = _run_limits(inv)
     # A sandboxed run starts as an executable (the JIT in this process has no sandbox; the same
     # bytes either way, kernel.md §2.2).
@@ -514,12 +523,14 @@ def cmd_run(inv: Invocation) -> int:
         ir, backend, default_output(inv.inputs[0], "exe"), inv.program_args, libs=inv.libs,
         libdirs=inv.libdirs, limits=limits, cache=_build_cache(inv)))
     if ended.signal is not None:
-        raise environment(f"cancho: the program was killed by signal {ended.signal} "
+        site = compiled.traps.get(ended.trap_site) if ended.signal == signal.SIGILL else None
+        located = site.render() + "\n" if site is not None else ""
+        raise environment(f"{located}cancho: the program was killed by signal {ended.signal} "
                           f"({signal_name(ended.signal)})")
     return ended.exit_status if ended.exit_status is not None else EXIT_ENVIRONMENT
 
 
-def _run_wasm(inv: Invocation, ir: str) -> int:
+def _run_wasm(inv: Invocation, ir: str, traps: TrapTable | None = None) -> int:
     """`run --target wasm32-wasip1`: build the module in a temporary directory and run it with
     the WASI runtime (``backends/wasm.py``); the program's own status, 134 for a trap."""
     import tempfile
@@ -534,7 +545,11 @@ def _run_wasm(inv: Invocation, ir: str) -> int:
         module = Path(tmp) / f"{name}.wasm"
         _backend(inv, lambda: wasm.build_wasm(ir, module))
         flush_python_streams()
-        return _backend(inv, lambda: wasm.run_wasm(module, inv.program_args, name))
+        status, number = _backend(inv, lambda: wasm.run_wasm_located(module, inv.program_args, name))
+        site = traps.get(number) if traps is not None else None
+        if site is not None and sys.stderr is not None:
+            sys.stderr.write(site.render() + "\n")
+        return status
 
 
 def cmd_ir(inv: Invocation) -> int:

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from .compiler.backends.jit import JitWorker
     from .compiler.backends.process import RunLimits, RunResult
     from .compiler.run import Built
+    from .compiler.trapsites import TrapTable
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_ENVIRONMENT, EXIT_FAILED = 0, 1, 2, 3, 4
 
@@ -350,17 +351,14 @@ class TestOutcome:
         return self.verdict is Verdict.OK
 
 
-def trap_detail(result: RunResult) -> str | None:
-    """The located trap (issue 25 item 3: which check fired, where) when the run carries one;
-    None until the supervisor reports it, and the signal is shown instead."""
-    detail = getattr(result, "trap", None)
-    if detail is None:
-        return None
-    text = str(detail).strip()
-    return text or None
+def trap_detail(result: RunResult, traps: "TrapTable | None" = None) -> str | None:
+    """The located trap (which check fired, where: compiler/trapsites.py) when the supervisor
+    read the trap's site and the program's table names it; None otherwise (the signal is shown)."""
+    site = traps.get(result.trap_site) if traps is not None else None
+    return None if site is None else site.render().rstrip("\n")
 
 
-def judge(name: str, result: RunResult) -> TestOutcome:
+def judge(name: str, result: RunResult, traps: "TrapTable | None" = None) -> TestOutcome:
     """A test passes by answering 0 in a process that ended by itself (docs/cli.md)."""
     seconds = result.wall_seconds
     if result.interrupted:
@@ -369,8 +367,8 @@ def judge(name: str, result: RunResult) -> TestOutcome:
         return TestOutcome(name, Verdict.TIMED_OUT, result.describe(), result.describe(), seconds, result)
     if result.signal is not None:
         if result.signal == signal.SIGILL:
-            located = trap_detail(result)
-            short = f"trapped: {located}" if located else "trapped (SIGILL)"
+            located = trap_detail(result, traps)
+            short = f"trapped: {located.splitlines()[0].removeprefix('trap: ')}" if located else "trapped (SIGILL)"
             reason = TRAP_WORDS + (f"\n{located}" if located else "")
             return TestOutcome(name, Verdict.TRAPPED, short, reason, seconds, result)
         from .compiler.backends.process import signal_name
@@ -450,7 +448,7 @@ def run_tests(opts: Options) -> int:
         if refusals:
             _err(render_text(refusals, color=False).rstrip("\n"))
             return EXIT_REFUSED
-    return _build_and_run(opts, tests, result.ir)
+    return _build_and_run(opts, tests, result.ir, result.traps)
 
 
 def _test_limits(opts: Options) -> RunLimits:
@@ -471,7 +469,7 @@ def _test_limits(opts: Options) -> RunLimits:
                      confine=plan.confine, sandbox=plan.sandbox)
 
 
-def _build_and_run(opts: Options, tests: list[TestCase], ir: str) -> int:
+def _build_and_run(opts: Options, tests: list[TestCase], ir: str, traps: "TrapTable | None" = None) -> int:
     """Build once (``compiler/run.py``), run every test in a process of its own, report."""
     from .compiler.backends.process import owned_temp_prefix, remove_stale_dirs
     from .compiler.run import Backend, FailureKind, RunFailed, build
@@ -489,7 +487,7 @@ def _build_and_run(opts: Options, tests: list[TestCase], ir: str) -> int:
             from .compiler.backends.jit import JitWorker
 
             worker = JitWorker()
-        return _run_all(tests, built, worker, limits)
+        return _run_all(tests, built, worker, limits, traps)
     except RunFailed as exc:
         if exc.kind is FailureKind.ENVIRONMENT:
             _err(exc.message)
@@ -503,7 +501,8 @@ def _build_and_run(opts: Options, tests: list[TestCase], ir: str) -> int:
         shutil.rmtree(run_dir, ignore_errors=True)
 
 
-def _run_all(tests: list[TestCase], built: Built, worker: JitWorker | None, limits: RunLimits) -> int:
+def _run_all(tests: list[TestCase], built: Built, worker: JitWorker | None, limits: RunLimits,
+             traps: "TrapTable | None" = None) -> int:
     from .compiler.backends.process import StdoutTarget
     from .compiler.run import run_built
 
@@ -512,7 +511,7 @@ def _run_all(tests: list[TestCase], built: Built, worker: JitWorker | None, limi
     for t in tests:
         argv = [str(built.path) if built.path is not None else "tests", t.name]
         res = run_built(built, argv, worker=worker, target=StdoutTarget.pipe(), limits=limits)
-        outcome = judge(t.name, res)
+        outcome = judge(t.name, res, traps)
         _out(f"test {t.name} ... {'ok' if outcome.ok else 'FAILED'}\n")
         if not outcome.ok:
             failures.append(outcome)

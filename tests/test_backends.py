@@ -287,8 +287,10 @@ def test_link_flags_go_after_the_object(tmp_path, monkeypatch):
     fake.chmod(0o755)
     monkeypatch.setenv("CC", str(fake))
     exe.build_executable(HELLO, tmp_path / "out", libs=["m", "z"], libdirs=["/opt/x"])
+    # The program's object, then ours (the trap reporter, backends/trapreport.py), then the flags.
     assert log.read_text().split("\n")[:-1] == [
-        str(tmp_path / "out.o"), "-L/opt/x", "-lm", "-lz", "-o", str(tmp_path / "out")]
+        str(tmp_path / "out.o"), *exe.runtime_objects(), "-L/opt/x", "-lm", "-lz", "-o", str(tmp_path / "out")]
+    assert len(exe.runtime_objects()) == 1
 
 
 # ---------------------------------------------------------------------------------------------

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Callable, TypeVar
 from .diagnostics import Diagnostic, Rule, sort_diagnostics
 from .source import SourceFile
 from .target import HOST, Target
+from .trapsites import TrapTable
 
 if TYPE_CHECKING:
     import threading
@@ -49,6 +50,8 @@ class CompileResult:
     program: object = None
     timings: dict[str, float] = field(default_factory=dict)
     reused: bool = False  # answered by a module cache: the same program was compiled before
+    traps: TrapTable = field(default_factory=TrapTable)  # the IR's trap sites (trapsites.py)
+    item_paths: tuple[str, ...] = ()  # each item's file, in program-key order (see _compile_cached)
 
     @property
     def ok(self) -> bool:
@@ -231,12 +234,17 @@ def _compile_cached(parse: Callable[[list[Diagnostic]], list], hint: str | None,
         key = cache.program_key(parsed) if not diags else None
     except Exception as e:  # our bug, never the user's
         return CompileResult([internal_error(e, sources)])
+    paths = tuple(item.span.source.path for f in parsed for item in f.items)
     if key is not None:
         hit = cache.program(key)
         if isinstance(hit, CompileResult):
+            # The key leaves paths out (the same cell run again is `cell[N+1]`): the kept trap
+            # sites are renamed to the files this program's items are in now.
+            traps = hit.traps.renamed(dict(zip(hit.item_paths, paths)))
             return CompileResult([], hit.ir, hit.program, {"check": time.perf_counter() - t0, "lower": 0.0},
-                                 reused=True)
+                                 reused=True, traps=traps, item_paths=paths)
     result = _compile(lambda: check_parsed(parsed, diags, hint, cache), sources, t0, cache=cache)
+    result.item_paths = paths
     if key is not None and result.ok:
         cache.put_program(key, result)
     return result
@@ -257,15 +265,16 @@ def _compile(check: Callable[[], tuple[list[Diagnostic], object]], sources: list
     t1 = time.perf_counter()
     if diags:
         return CompileResult(sort_diagnostics(diags), timings={"check": t1 - t0})
-    from .codegen.lower import lower_program
+    from .codegen.lower import lower_program_sites
 
+    traps = TrapTable()
     try:
-        ir, diags = lower_program(program, target, cache)
+        ir, diags, traps = lower_program_sites(program, target, cache)
     except Exception as e:
         ir, diags = None, [internal_error(e, sources)]
     t2 = time.perf_counter()
     return CompileResult(sort_diagnostics(diags), ir if not diags else None, program,
-                         {"check": t1 - t0, "lower": t2 - t1})
+                         {"check": t1 - t0, "lower": t2 - t1}, traps=traps)
 
 
 def run(request: RunRequest, worker: JitWorker | None = None,

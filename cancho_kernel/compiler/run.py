@@ -327,6 +327,7 @@ class Ended:
 
     exit_status: int | None
     signal: int | None
+    trap_site: int | None = None  # the trap site number its supervisor read (trapreport.py)
 
 
 def flush_python_streams() -> None:
@@ -358,8 +359,13 @@ def run_inherit(ir: str, backend: Backend | str, name: str, args: Sequence[str],
 
         with failures_mapped():
             status = run_jit_inherit(ir, argv, libs, libdirs, limits)
-        return Ended(os.WEXITSTATUS(status) if os.WIFEXITED(status) else None,
-                     os.WTERMSIG(status) if os.WIFSIGNALED(status) else None)
+        sig = os.WTERMSIG(status) if os.WIFSIGNALED(status) else None
+        trap = None
+        if sig == signal.SIGILL:
+            from .backends import mcjit
+
+            trap = mcjit.take_trap(None)
+        return Ended(os.WEXITSTATUS(status) if os.WIFEXITED(status) else None, sig, trap)
     try:
         try:
             run_dir.mkdir(parents=True, exist_ok=True)
@@ -388,4 +394,4 @@ def _run_exe_inherit(built: Built, argv: list[str], limits: RunLimits) -> Ended:
     finally:
         for s, handler in saved.items():
             signal.signal(s, handler)
-    return Ended(result.exit_status, result.signal)
+    return Ended(result.exit_status, result.signal, result.trap_site)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import html
+import signal
 import textwrap
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -289,16 +290,17 @@ def run_body(ctx: Context, body: Body, opts: RunOptions, use_last_main: bool) ->
         except BenchFailed as e:
             ctx.fail(e.failure)
             return
-    run_ir(ctx, outcome.ir, opts, kept)
+    run_ir(ctx, outcome.ir, opts, kept, outcome.traps)
 
 
-def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
-    """Run a compiled cell; a ``file:`` stdout is opened race-free for the run's length."""
+def run_ir(ctx: Context, ir: str, opts: RunOptions, kept=None, traps=None) -> None:
+    """Run a compiled cell; a ``file:`` stdout is opened race-free for the run's length.
+    ``traps``: the IR's trap sites, so a trap is shown where it is (compiler/trapsites.py)."""
     with opened_stdout(opts.target, ctx.settings) as target:
-        _run_opened(ctx, ir, dataclasses.replace(opts, target=target), kept)
+        _run_opened(ctx, ir, dataclasses.replace(opts, target=target), kept, traps)
 
 
-def _run_opened(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
+def _run_opened(ctx: Context, ir: str, opts: RunOptions, kept=None, traps=None) -> None:
     if opts.compile_target.is_wasi:
         from .wasm_run import run_module
 
@@ -336,7 +338,8 @@ def _run_opened(ctx: Context, ir: str, opts: RunOptions, kept=None) -> None:
     assert result is not None
     bounded = getattr(ctx.runner, "bounded", None)  # the limits the run had (safe mode's caps)
     limits = bounded(opts.limits) if bounded is not None else opts.limits
-    failure = P.judge(result, opts.target, opts.expect_status, opts.expect_signal, limits)
+    site = traps.get(result.trap_site) if traps is not None and result.signal == signal.SIGILL else None
+    failure = P.judge(result, opts.target, opts.expect_status, opts.expect_signal, limits, site)
     meta = P.run_metadata(result, opts.compile_target.name if opts.compile_target.is_wasi else opts.backend,
                           opts.target)
     text = P.summary(result, opts.target)

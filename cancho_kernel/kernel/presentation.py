@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from ..compiler.backends.process import RunLimits, RunResult, StdoutKind, StdoutTarget, signal_name
 from ..compiler.diagnostics import Diagnostic, Rule
+from ..compiler.trapsites import TrapKind, TrapSite
 
 RED, BOLD, RESET = "\x1b[31m", "\x1b[1m", "\x1b[0m"
 
@@ -154,12 +155,23 @@ def limit_hint(result: RunResult, limits: RunLimits | None) -> str | None:
     return None
 
 
+def located(site: TrapSite) -> list[str]:
+    """A trap site as traceback lines: the headline in bold, the source line, a red caret."""
+    head, *rest = site.render().split("\n")
+    *body, caret = rest
+    return [f"{BOLD}{head}{RESET}", *body, f"{RED}{caret}{RESET}"]
+
+
 def judge(result: RunResult, target: StdoutTarget, expect_status: int | None,
-          expect_signal: int | None, limits: RunLimits | None = None) -> Failure | None:
+          expect_signal: int | None, limits: RunLimits | None = None,
+          site: TrapSite | None = None) -> Failure | None:
     """None when the run ended as the cell expects; else the error to publish (with ``limits``,
-    the run's, naming a limit that plausibly ended it)."""
-    failure = _judged(result, target, expect_status, expect_signal)
-    hint = limit_hint(result, limits) if failure is not None else None
+    the run's, naming a limit that plausibly ended it; with ``site``, the trap site that fired:
+    its check and place, the source line and a caret)."""
+    failure = _judged(result, target, expect_status, expect_signal, site)
+    # A trap located at a check no limit can fail (an overflow, an index) needs no limit's hint.
+    memory_bound = site is None or site.kind in (TrapKind.ALLOCATION, TrapKind.CHECK)
+    hint = limit_hint(result, limits) if failure is not None and memory_bound else None
     if hint is not None:
         assert failure is not None
         failure.traceback.append(hint)
@@ -167,9 +179,11 @@ def judge(result: RunResult, target: StdoutTarget, expect_status: int | None,
 
 
 def _judged(result: RunResult, target: StdoutTarget, expect_status: int | None,
-            expect_signal: int | None) -> Failure | None:
+            expect_signal: int | None, site: TrapSite | None = None) -> Failure | None:
     text = summary(result, target)
     detail = text.split("\n")[1:]
+    if site is not None:
+        detail = [*located(site), *detail]
     if result.interrupted:
         return simple_failure("KeyboardInterrupt", "interrupted: the program was killed; the session is kept", detail)
     if result.timed_out:

@@ -116,6 +116,7 @@ class CellOutcome:
     ir: str | None = None               # when compiled and accepted
     timings: dict[str, float] = field(default_factory=dict)
     program: object = None              # the checked program (for %authority), when accepted
+    traps: object = None                # the IR's trap sites (compiler/trapsites.py TrapTable)
     _commit: object = None
 
     @property
@@ -209,7 +210,7 @@ class Session:
                     # not into the cell a cached program was compiled from.
                     res = api.compile_files(files, hint=source.path)
             outcome = CellOutcome(source, list(res.diagnostics), ir=res.ir, timings=res.timings,
-                                  program=res.program)
+                                  program=res.program, traps=getattr(res, "traps", None))
             if self.safe and not outcome.diagnostics and res.program is not None:
                 from ..compiler.policy import safe_mode_refusals
 

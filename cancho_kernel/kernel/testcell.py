@@ -106,7 +106,7 @@ def _test(ctx: Context, args: str, body: Body) -> None:
             why = "interrupted" if run.interrupted else (run.failure.message if run.failure else "no result")
             ctx.fail(P.simple_failure("run-failed", f"{t.name}: {why}"))
             return
-        outcomes.append(testing.judge(t.name, run.result))
+        outcomes.append(testing.judge(t.name, run.result, program.traps))
         if run.interrupted:
             break
     text, doc = table(outcomes)

@@ -234,8 +234,9 @@ def known_helpers() -> list[HelperSpec]:
     """Every helper the backends use (for ``--build``)."""
     from .jit_child import CHILD_SPEC
     from .measure import SOURCE
+    from .trapreport import OBJECT_SPEC
 
-    return [HelperSpec(SOURCE, "measure"), CHILD_SPEC]
+    return [HelperSpec(SOURCE, "measure"), CHILD_SPEC, OBJECT_SPEC]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,7 +1,8 @@
 """The `exe` backend's build half: object file from llvmlite, linked by the system C compiler.
 
-Linking follows the reference exactly (runtime.md §0, §6): ``cc obj -L<p>... -l<n>... -o out``,
-libraries *after* the object (a library named before it resolves nothing) and before ``-o``;
+Linking follows the reference (runtime.md §0, §6): ``cc obj -L<p>... -l<n>... -o out``,
+libraries *after* the object (a library named before it resolves nothing) and before ``-o``; our
+one addition is the trap reporter's object right after the program's (``trapreport.py``);
 ``$CC`` overrides ``cc``. The object is written beside the output as ``<output>.o`` and removed
 after linking. A missing or failing linker is the environment's fault (exit 3), not the
 program's, so it raises :class:`LinkError`.
@@ -28,11 +29,20 @@ def linker_command() -> list[str]:
     return words or ["cc"]
 
 
+def runtime_objects() -> list[str]:
+    """Objects linked after the program's own: the trap reporter (trapreport.py), which tells
+    the launcher which trap site fired; none without a C compiler to build it."""
+    from .trapreport import exe_object
+
+    obj = exe_object()
+    return [] if obj is None else [str(obj)]
+
+
 def link(object_path: str | Path, out_path: str | Path,
          libs: Sequence[str] = (), libdirs: Sequence[str] = ()) -> None:
     """Link one object into an executable; raise :class:`LinkError` with cc's words on failure."""
     cc = linker_command()
-    argv = [*cc, str(object_path), *(f"-L{p}" for p in libdirs), *(f"-l{n}" for n in libs),
+    argv = [*cc, str(object_path), *runtime_objects(), *(f"-L{p}" for p in libdirs), *(f"-l{n}" for n in libs),
             "-o", str(out_path)]
     try:
         proc = subprocess.run(argv, stdin=subprocess.DEVNULL, capture_output=True, check=False)

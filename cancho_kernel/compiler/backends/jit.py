@@ -402,6 +402,8 @@ class JitWorker:
             maxrss_kib=reply.get("maxrss", 0), timeout=limits.timeout, backend="jit")
         result.compile_seconds = control.compile_seconds
         result.compile_cached = control.compile_cached
+        trap = reply.get("trap")
+        result.trap_site = trap if isinstance(trap, int) and not isinstance(trap, bool) else None
         return result
 
 
@@ -459,6 +461,7 @@ def run_jit_inherit(ir_text: str, argv: Sequence[str], libs: Sequence[str] = (),
     from . import mcjit
 
     compiled = mcjit.compile_ir(ir_text, libs, libdirs)
+    mcjit.native_child_available()  # loaded here, so its trap page is shared with the program
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

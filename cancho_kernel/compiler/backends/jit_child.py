@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from .chelper import HelperSpec
 from .confine import C_SOURCE as CONFINE_C_SOURCE
+from .trapreport import HANDLER_C as TRAP_HANDLER_C
 
 CHILD_SOURCE = r"""
 #define _GNU_SOURCE
@@ -21,9 +22,29 @@ CHILD_SOURCE = r"""
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-""" + CONFINE_C_SOURCE + r"""
+""" + CONFINE_C_SOURCE + TRAP_HANDLER_C + r"""
+
+/* The page the program's trap handler writes the site number to (trapreport.py): mapped
+   shared when the worker loads this library, so the worker and every child it forks see it. */
+static volatile uint32_t *trap_page = 0;
+
+__attribute__((constructor)) static void map_trap_page(void) {
+    void *p = mmap(0, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (p != MAP_FAILED) trap_page = (volatile uint32_t *)p;
+}
+
+/* The site number the child `pid` (0: any child) trapped at, taken once; -1 if none. */
+long long cancho_jit_trap_take(int pid) {
+    if (trap_page == 0 || trap_page[0] == 0) return -1;
+    if (pid != 0 && trap_page[0] != (uint32_t)pid) return -1;
+    __sync_synchronize();
+    long long number = (long long)trap_page[1];
+    trap_page[0] = 0;
+    return number;
+}
 
 typedef int (*main_fn)(int, char **);
 
@@ -106,6 +127,7 @@ static void set_limit(int resource, unsigned long long soft, unsigned long long 
 int cancho_jit_spawn(void *entry, int argc, char **argv, int use_fds, const int *fds,
                      int own_group, int parent, long long memory, long long cpu, long long nproc,
                      long long fsize, const int *reset, int nreset, int nroots, char *const *roots) {
+    if (trap_page != 0) trap_page[0] = 0;
     pid_t pid = fork();
     if (pid < 0) return -errno;
     if (pid > 0) return (int)pid;
@@ -150,6 +172,8 @@ int cancho_jit_spawn(void *entry, int argc, char **argv, int use_fds, const int 
         }
     }
     restore_stdio();
+    cancho_trap_slot = trap_page;
+    cancho_trap_arm();
     int status = ((main_fn)entry)(argc, argv);
     fflush(NULL);  /* what exit() does to stdio; a failed flush is ignored, as there */
     _exit(status);

@@ -459,13 +459,14 @@ class Worker:
         send_msg(self.sock, {"ev": "started", "pid": pid})
         status, rusage, client_gone = self._wait(pid, own_group=slots is not None)
         wall = time.monotonic() - start
+        trap = mcjit.take_trap(pid) if os.WIFSIGNALED(status) else None
         kill_children()  # what the program left behind, setsid'd or not
         if client_gone:
             return False
         retire = not cached and private_bytes() > self.cache.bounds.retire_bytes
         send_msg(self.sock, {"ev": "exited", "status": status, "utime": rusage.ru_utime,
                              "stime": rusage.ru_stime, "maxrss": rusage.ru_maxrss,
-                             "wall": wall, "retire": retire})
+                             "wall": wall, "retire": retire, "trap": trap})
         return not retire
 
     def _wait(self, pid: int, own_group: bool):

@@ -531,7 +531,19 @@ def _child_library() -> ctypes.CDLL | None:
                    ctypes.c_longlong, ctypes.c_longlong, ctypes.c_longlong,
                    ctypes.POINTER(ctypes.c_int), ctypes.c_int, ctypes.c_int,
                    ctypes.POINTER(ctypes.c_char_p)]
+    lib.cancho_jit_trap_take.restype = ctypes.c_longlong
+    lib.cancho_jit_trap_take.argtypes = [ctypes.c_int]
     return lib
+
+
+def take_trap(pid: int | None) -> int | None:
+    """The trap site number the C child ``pid`` (None: whichever) reported before it died
+    (trapreport.py), taken once; None without the C child or a report."""
+    lib = _child_library()
+    if lib is None:
+        return None
+    number = lib.cancho_jit_trap_take(0 if pid is None else int(pid))
+    return None if number < 0 else int(number)
 
 
 def native_child_available() -> bool:

@@ -66,7 +66,9 @@ SOURCE = r"""
    CLEANUP  a file removed, with its directory, once the program runs ("-": none)
    CONFINE  "-": not confined; else K, then K roots for cancho_confine (confine.py): the
             program reaches only those on disk (Landlock), or does not run at all
-   Descriptor 3 receives one line: "status utime_us stime_us maxrss_kib". */
+   Descriptor 3 receives one line: "status utime_us stime_us maxrss_kib [trap]"; trap, the
+   site number the program's trap reporter (trapreport.py) sent on the descriptor named by
+   CANCHO_TRAP_FD, only when the program died by SIGILL. */
 
 static volatile sig_atomic_t target = 0;   /* what a stop request kills: pid, or -pgid */
 static volatile sig_atomic_t stopped = 0;
@@ -140,8 +142,9 @@ int main(int argc, char **argv) {
         signal(SIGQUIT, SIG_IGN);
     }
     const char *cleanup = strcmp(argv[7], "-") == 0 ? NULL : argv[7];
-    int ready[2];
+    int ready[2], trap[2];
     if (pipe2(ready, O_CLOEXEC) < 0) return 127;
+    if (pipe2(trap, O_CLOEXEC | O_NONBLOCK) < 0) return 127;
     sigset_t stops, old;
     sigemptyset(&stops);
     sigaddset(&stops, SIGTERM);
@@ -161,6 +164,12 @@ int main(int argc, char **argv) {
         sigprocmask(SIG_SETMASK, &old, NULL);
         close(3);
         close(ready[0]);
+        int trap_fd = fcntl(trap[1], F_DUPFD, 10);  /* not close-on-exec: the program's */
+        if (trap_fd >= 0) {
+            char text[16];
+            snprintf(text, sizeof text, "%d", trap_fd);
+            setenv("CANCHO_TRAP_FD", text, 1);
+        }
         prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0);
         if (getppid() != self) _exit(127);
         if (group) setpgid(0, 0);
@@ -188,6 +197,7 @@ int main(int argc, char **argv) {
     sigprocmask(SIG_SETMASK, &old, NULL);
     if (stopped) kill(pid, SIGKILL);
     close(ready[1]);
+    close(trap[1]);
     int e;
     ssize_t n;
     do { n = read(ready[0], &e, sizeof e); } while (n < 0 && errno == EINTR);
@@ -204,9 +214,19 @@ int main(int argc, char **argv) {
     }
     target = 0;
     sweep();
-    dprintf(3, "%d %lld %lld %ld\n", status,
+    unsigned char record[8];
+    char site[16] = "";
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGILL
+        && read(trap[0], record, sizeof record) == (ssize_t)sizeof record
+        && memcmp(record, "CTRP", 4) == 0) {
+        unsigned number = (unsigned)record[4] | (unsigned)record[5] << 8
+                          | (unsigned)record[6] << 16 | (unsigned)record[7] << 24;
+        snprintf(site, sizeof site, " %u", number);
+    }
+    close(trap[0]);
+    dprintf(3, "%d %lld %lld %ld%s\n", status,
             (long long)ru.ru_utime.tv_sec * 1000000LL + ru.ru_utime.tv_usec,
-            (long long)ru.ru_stime.tv_sec * 1000000LL + ru.ru_stime.tv_usec, ru.ru_maxrss);
+            (long long)ru.ru_stime.tv_sec * 1000000LL + ru.ru_stime.tv_usec, ru.ru_maxrss, site);
     close(3);
     if (WIFSIGNALED(status)) {
         int sig = WTERMSIG(status);
@@ -286,10 +306,16 @@ def _private_launcher() -> Optional[str]:
     return out if done.returncode == 0 else None
 
 
+def parse_trap(text: str) -> Optional[int]:
+    """The trap site number the launcher's line ends with, if the program trapped at one."""
+    words = text.split()
+    return int(words[4]) if len(words) == 5 and words[4].isdigit() else None
+
+
 def parse_report(text: str) -> Optional[tuple[int, float, float, int]]:
     """(wait status, user seconds, sys seconds, peak RSS KiB) from the launcher's line."""
     try:
-        status, user, system, rss = text.split()
+        status, user, system, rss = text.split()[:4] if len(text.split()) == 5 else text.split()
         return int(status), int(user) / 1e6, int(system) / 1e6, int(rss)
     except ValueError:
         return None

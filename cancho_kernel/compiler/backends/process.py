@@ -261,6 +261,7 @@ class RunResult:
     compile_seconds: float | None = None  # MCJIT time (jit backend only)
     compile_cached: bool = False  # jit: the worker reused an engine it had already built
     backend: str = ""
+    trap_site: int | None = None  # the trap site number the supervisor read (trapreport.py)
 
     @property
     def wait_status(self) -> int | None:
@@ -849,7 +850,7 @@ def run_executable(path: str | os.PathLike, argv: Sequence[str] | None = None, s
                 control.kill()
                 os.waitpid(started.pid, 0)
             control.close()
-        report = _read_report(started.report_r) if started.report_r is not None else None
+        report, trap = _read_report(started.report_r) if started.report_r is not None else (None, None)
     finally:
         stdio.close()
         if started is not None:
@@ -861,9 +862,11 @@ def run_executable(path: str | os.PathLike, argv: Sequence[str] | None = None, s
         # Inside a sandbox the launcher's status is the program's (bwrap's own folds a signal
         # into an exit code).
         status, user, system, rss = report
-    return result_from(
+    result = result_from(
         outcome, status, wall=(control.ended_at or time.monotonic()) - start,
         user=user, system=system, maxrss_kib=rss, timeout=limits.timeout, backend="exe")
+    result.trap_site = trap
+    return result
 
 
 def _start(path: str, argv: list[str], stdio: ChildStdio, limits: RunLimits, own_group: bool,
@@ -966,14 +969,16 @@ def _confinement_for(limits: RunLimits, path: str) -> Confinement | None:
     return limits.confine.with_readable(os.path.dirname(os.path.abspath(path)))
 
 
-def _read_report(fd: int) -> tuple[int, float, float, int] | None:
-    """The launcher's rusage line (already written when it exited), if any."""
+def _read_report(fd: int) -> tuple[tuple[int, float, float, int] | None, int | None]:
+    """The launcher's rusage line (already written when it exited), if any, and the trap site
+    number it carries (trapreport.py)."""
     os.set_blocking(fd, False)
     try:
         data = os.read(fd, 256)
     except OSError:
-        return None
-    return measure.parse_report(data.decode(errors="replace"))
+        return None, None
+    text = data.decode(errors="replace")
+    return measure.parse_report(text), measure.parse_trap(text)
 
 
 # -- nothing outlives a run ------------------------------------------------------------------------

@@ -9,6 +9,7 @@ wasmtime command gives a trap.
 
 from __future__ import annotations
 
+import os
 import sys
 
 TRAP_STATUS = 134
@@ -45,7 +46,28 @@ def _config():
     return config
 
 
-def run(module_path: str, argv: list[str], dirs: list[str] = ()) -> int:
+def site_of(trap) -> int | None:
+    """The trap site number (compiler/trapsites.py) of a trap in a `cancho.trap.N` function:
+    the innermost frame of the backtrace wasmtime gives with the trap."""
+    frames = trap.frames or []
+    name = frames[0].func_name if frames else None
+    if not name or not name.startswith("cancho.trap."):
+        return None
+    digits = name[len("cancho.trap."):]
+    return int(digits) if digits.isdigit() else None
+
+
+def report_site(trap, fd: int) -> None:
+    """Write the site number, in decimal, to the descriptor the parent gave (``--trap-fd``)."""
+    number = site_of(trap)
+    if number is not None:
+        try:
+            os.write(fd, str(number).encode())
+        except OSError:
+            pass
+
+
+def run(module_path: str, argv: list[str], dirs: list[str] = (), trap_fd: int | None = None) -> int:
     """The module's exit status (its ``proc_exit`` code, 0 when ``_start`` returns).
 
     wasmtime's own ``proc_exit`` refuses a status of 126 or more (an error, not an exit), yet a
@@ -82,19 +104,25 @@ def run(module_path: str, argv: list[str], dirs: list[str] = ()) -> int:
         code = trap.trap_code
         what = code.name.lower().replace("_", " ") if code is not None else "trap"
         sys.stderr.write(f"cancho: the program trapped (wasm: {what})\n")
+        if trap_fd is not None:
+            report_site(trap, trap_fd)
         return TRAP_STATUS
     return 0
 
 
 def main(args: list[str]) -> int:
     dirs: list[str] = []
-    while args and args[0].startswith("--dir="):  # the grants come first; the program's after
-        dirs.append(args[0][len("--dir="):])
+    trap_fd = None
+    while args and args[0].startswith(("--dir=", "--trap-fd=")):  # ours first; the program's after
+        if args[0].startswith("--trap-fd="):
+            trap_fd = int(args[0][len("--trap-fd="):])
+        else:
+            dirs.append(args[0][len("--dir="):])
         args = args[1:]
     if len(args) < 2:
         sys.stderr.write("usage: wasi_runner [--dir=HOST[::GUEST]]... MODULE ARGV0 [ARG...]\n")
         return 2
-    return run(args[0], args[1:], dirs)
+    return run(args[0], args[1:], dirs, trap_fd)
 
 
 if __name__ == "__main__":

@@ -151,27 +151,47 @@ def granted_dirs(flags: str | None = None) -> list[str]:
     return dirs
 
 
-def runner_argv(module: str | Path, args: Sequence[str], name: str) -> list[str]:
-    """The child that runs a module (``wasi_runner.py``) with the granted directories."""
+def runner_argv(module: str | Path, args: Sequence[str], name: str,
+                trap_fd: int | None = None) -> list[str]:
+    """The child that runs a module (``wasi_runner.py``) with the granted directories; with
+    ``trap_fd``, it writes a trap's site number there (compiler/trapsites.py)."""
     grants = [f"--dir={d}" for d in granted_dirs()]
-    return [sys.executable, "-m", "cancho_kernel.compiler.backends.wasi_runner", *grants, str(module),
-            name, *args]
+    located = [] if trap_fd is None else [f"--trap-fd={trap_fd}"]
+    return [sys.executable, "-m", "cancho_kernel.compiler.backends.wasi_runner", *grants, *located,
+            str(module), name, *args]
 
 
 def run_wasm(module: str | Path, args: Sequence[str], name: str) -> int:
     """Run a WASI command module with this process's stdio and the directories ``WASMTIME_FLAGS``
     grants; its exit status. ``name`` is the program's ``argv[0]``. A trap is reported on stderr
     and is status 134, as the wasmtime command reports one."""
+    return run_wasm_located(module, args, name)[0]
+
+
+def run_wasm_located(module: str | Path, args: Sequence[str], name: str) -> tuple[int, int | None]:
+    """:func:`run_wasm`, and the trap site number (compiler/trapsites.py) the runner read from
+    the trap's backtrace (None: no trap, or not at a site)."""
     if not runtime_available():
         raise WasiRuntimeMissing(f"cannot run a `{WASM32_WASIP1.name}` module: no WASI runtime; "
                                  f"{RUNTIME_HINT}")
-    child = subprocess.Popen(runner_argv(module, args, name))
+    site_r, site_w = os.pipe()
+    argv = runner_argv(module, args, name, site_w)
     try:
-        return child.wait()
+        child = subprocess.Popen(argv, pass_fds=(site_w,))
+    except BaseException:
+        os.close(site_r)
+        raise
+    finally:
+        os.close(site_w)
+    try:
+        status = child.wait()
     finally:
         if child.poll() is None:
             child.kill()
             child.wait()
+    with os.fdopen(site_r, "rb") as f:
+        text = f.read(32).decode("ascii", "replace")
+    return status, int(text) if text.isdigit() else None
 
 
 @dataclass(frozen=True, order=True)

@@ -14,6 +14,7 @@ from llvmlite import ir
 
 from .. import ast
 from ..check.builtins import LOWERINGS
+from ..trapsites import TrapKind
 from ..check.types import Slice
 from .layout import DOUBLE, FLOATT, I1, I8, I32, I64, PTR, SLICE
 
@@ -86,7 +87,7 @@ class BuiltinLowering:
     @LOWERINGS.register("byte_of")
     def bi_byte_of(self, e, args):
         b = self.b
-        self.gen.trap_if(b.icmp_unsigned(">", args[0], ir.Constant(I64, 255)))
+        self.gen.trap_if(b.icmp_unsigned(">", args[0], ir.Constant(I64, 255)), TrapKind.BYTE_OF)
         return b.trunc(args[0], I8)
 
     @LOWERINGS.register("int_of")
@@ -112,7 +113,7 @@ class BuiltinLowering:
 
     @LOWERINGS.register("trap")
     def bi_trap(self, e, args):
-        self.rt.trap(self.b)
+        self.rt.trap(self.b, self.gen.trap_site(TrapKind.EXPLICIT))
         self.b.position_at_end(self.func.append_basic_block("after.trap"))
         return ir.Constant(I64, 0)
 
@@ -194,7 +195,7 @@ class BuiltinLowering:
         bad = b.or_(b.fcmp_unordered("uno", x, x),
                     b.or_(b.fcmp_ordered(">=", x, ir.Constant(fty, TWO63)),
                           b.fcmp_ordered("<=", x, ir.Constant(fty, -TWO63))))
-        self.gen.trap_if(bad)
+        self.gen.trap_if(bad, TrapKind.CONVERSION)
         return b.fptosi(x, I64)
 
     @LOWERINGS.register("is_nan")
@@ -316,10 +317,10 @@ class BuiltinLowering:
         zero = ir.Constant(I64, 0)
         bad = b.or_(b.or_(b.icmp_signed("<", dst, zero), b.icmp_signed("<", src, zero)),
                     b.icmp_signed("<", n, zero))
-        self.gen.trap_if(bad)
+        self.gen.trap_if(bad, TrapKind.CHECK)
         # n <= len - dst and n <= len - src, with the differences formed only when safe.
-        self.gen.trap_if(b.or_(b.icmp_signed(">", dst, length), b.icmp_signed(">", src, length)))
-        self.gen.trap_if(b.or_(b.icmp_signed(">", n, b.sub(length, dst)), b.icmp_signed(">", n, b.sub(length, src))))
+        self.gen.trap_if(b.or_(b.icmp_signed(">", dst, length), b.icmp_signed(">", src, length)), TrapKind.CHECK)
+        self.gen.trap_if(b.or_(b.icmp_signed(">", n, b.sub(length, dst)), b.icmp_signed(">", n, b.sub(length, src))), TrapKind.CHECK)
         base = b.extract_value(s, 0)
         d = b.gep(base, [dst], inbounds=True, source_etype=I8)
         r = b.gep(base, [src], inbounds=True, source_etype=I8)
@@ -331,7 +332,7 @@ class BuiltinLowering:
         b = self.b
         dst, src = args
         n = b.extract_value(src, 1)
-        self.gen.trap_if(b.icmp_signed(">", n, b.extract_value(dst, 1)))
+        self.gen.trap_if(b.icmp_signed(">", n, b.extract_value(dst, 1)), TrapKind.CHECK)
         b.call(self.rt.libc("memmove"), [b.extract_value(dst, 0), b.extract_value(src, 0), n])
         return n
 
@@ -350,7 +351,7 @@ class BuiltinLowering:
         s, at = args
         length = b.extract_value(s, 1)
         self.gen.trap_if(b.or_(b.icmp_signed("<", at, ir.Constant(I64, 0)),
-                           b.icmp_signed(">", at, b.sub(length, ir.Constant(I64, 8)))))
+                           b.icmp_signed(">", at, b.sub(length, ir.Constant(I64, 8)))), TrapKind.CHECK)
         p = b.gep(b.extract_value(s, 0), [at], inbounds=True, source_etype=I8)
         return b.load(p, typ=I64, align=1)
 
@@ -362,7 +363,7 @@ class BuiltinLowering:
         s, at, byte = args
         length = b.extract_value(s, 1)
         self.gen.trap_if(b.or_(b.icmp_signed("<", at, ir.Constant(I64, 0)),
-                           b.icmp_signed(">", at, b.sub(length, ir.Constant(I64, 64)))))
+                           b.icmp_signed(">", at, b.sub(length, ir.Constant(I64, 64)))), TrapKind.CHECK)
         vec = ir.VectorType(I8, 64)
         p = b.gep(b.extract_value(s, 0), [at], inbounds=True, source_etype=I8)
         lanes = b.load(p, typ=vec, align=1)
@@ -380,7 +381,7 @@ class BuiltinLowering:
     def bi_arg(self, e, args):
         b = self.b
         n = args[1]
-        self.gen.trap_if(b.icmp_unsigned(">=", n, b.load(self.rt.argc, typ=I64)))
+        self.gen.trap_if(b.icmp_unsigned(">=", n, b.load(self.rt.argc, typ=I64)), TrapKind.CHECK)
         argv = b.load(self.rt.argv, typ=PTR)
         p = b.load(b.gep(argv, [n], inbounds=True, source_etype=PTR), typ=PTR)
         length = b.call(self.rt.libc("strlen"), [p])
@@ -391,7 +392,7 @@ class BuiltinLowering:
 
     def _malloc_checked(self, size: ir.Value) -> ir.Value:
         p = self.rt.malloc(self.b, size)
-        self.gen.trap_if(self.b.icmp_unsigned("==", p, ir.Constant(PTR, None)))
+        self.gen.trap_if(self.b.icmp_unsigned("==", p, ir.Constant(PTR, None)), TrapKind.ALLOCATION)
         return p
 
     @LOWERINGS.register("box")
@@ -430,9 +431,9 @@ class BuiltinLowering:
         n, fill = args[1], args[2]
         elem = self.gen.ty(e.args[2])
         store_t, stride = self.layout.elem_storage(elem)
-        self.gen.trap_if(b.icmp_signed("<", n, ir.Constant(I64, 0)))
+        self.gen.trap_if(b.icmp_signed("<", n, ir.Constant(I64, 0)), TrapKind.ALLOCATION)
         mul = b.call(self.rt.intrinsic("llvm.smul.with.overflow", I64), [n, ir.Constant(I64, stride)])
-        self.gen.trap_if(b.extract_value(mul, 1))
+        self.gen.trap_if(b.extract_value(mul, 1), TrapKind.ALLOCATION)
         size = b.extract_value(mul, 0)
         p = self._malloc_checked(b.select(b.icmp_signed("==", size, ir.Constant(I64, 0)), ir.Constant(I64, 1), size))
         self.gen.fill_loop(p, n, fill, elem, stride)
@@ -480,21 +481,21 @@ class BuiltinLowering:
         ptr, length = b.extract_value(path, 0), b.extract_value(path, 1)
         dots = self.ml.string(b"..")
         hit = self.c("memmem", [ptr, length, b.extract_value(dots, 0), ir.Constant(I64, 2)])
-        self.gen.trap_if(b.icmp_unsigned("!=", hit, ir.Constant(PTR, None)))
+        self.gen.trap_if(b.icmp_unsigned("!=", hit, ir.Constant(PTR, None)), TrapKind.CHECK)
         if prefix:
             data = prefix.encode()
             plen = ir.Constant(I64, len(data))
-            self.gen.trap_if(b.icmp_unsigned("<", length, plen))
+            self.gen.trap_if(b.icmp_unsigned("<", length, plen), TrapKind.CHECK)
             lit = self.ml.string(data)
             same = self.c("memcmp", [ptr, b.extract_value(lit, 0), plen])
-            self.gen.trap_if(b.icmp_signed("!=", same, ir.Constant(I32, 0)))
+            self.gen.trap_if(b.icmp_signed("!=", same, ir.Constant(I32, 0)), TrapKind.CHECK)
             if not prefix.endswith("/"):
                 # Either the path is exactly the prefix, or it continues at a `/`.
                 exact = b.icmp_unsigned("==", length, plen)
                 at = b.gep(ptr, [b.select(exact, ir.Constant(I64, 0), plen)], inbounds=False, source_etype=I8)
                 ch = b.load(at, typ=I8)
                 ok = b.or_(exact, b.icmp_unsigned("==", ch, ir.Constant(I8, ord("/"))))
-                self.gen.trap_if(b.xor(ok, ir.Constant(I1, 1)))
+                self.gen.trap_if(b.xor(ok, ir.Constant(I1, 1)), TrapKind.CHECK)
         buf = self._malloc_checked(b.add(length, ir.Constant(I64, 1)))
         b.call(self.rt.libc("memmove"), [buf, ptr, length])
         b.store(ir.Constant(I8, 0), b.gep(buf, [length], inbounds=True, source_etype=I8))

@@ -17,6 +17,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..check.builtins import LOWERINGS
+from ..trapsites import TrapKind
 from . import crypto_hw
 from .layout import I1, I8, I64, PTR
 
@@ -220,7 +221,7 @@ def bi_hw_aes_gcm(self, e, args):
 
 def _trap_unless_len(self, s: ir.Value, want) -> None:
     want = want if isinstance(want, ir.Value) else ir.Constant(I64, want)
-    self.gen.trap_if(self.b.icmp_signed("!=", self.b.extract_value(s, 1), want))
+    self.gen.trap_if(self.b.icmp_signed("!=", self.b.extract_value(s, 1), want), TrapKind.CHECK)
 
 
 def _trap_unless_key(self, keys: ir.Value, rounds: ir.Value) -> None:
@@ -229,14 +230,14 @@ def _trap_unless_key(self, keys: ir.Value, rounds: ir.Value) -> None:
     known = b.or_(b.or_(b.icmp_signed("==", rounds, ir.Constant(I64, 10)),
                         b.icmp_signed("==", rounds, ir.Constant(I64, 12))),
                   b.icmp_signed("==", rounds, ir.Constant(I64, 14)))
-    self.gen.trap_if(b.xor(known, ir.Constant(I1, 1)))
+    self.gen.trap_if(b.xor(known, ir.Constant(I1, 1)), TrapKind.CHECK)
     _trap_unless_len(self, keys, b.mul(b.add(rounds, ir.Constant(I64, 1)), ir.Constant(I64, 16)))
 
 
 def _trap_unless_hardware(self) -> None:
     """The builtins that exist only as the CPU's instructions trap where it lacks them, as the
     reference's call site does on a target without them (`hw_aes_gcm()` says which)."""
-    self.gen.trap_if(self.b.xor(_has_hardware(self), ir.Constant(I1, 1)))
+    self.gen.trap_if(self.b.xor(_has_hardware(self), ir.Constant(I1, 1)), TrapKind.CHECK)
 
 
 def _either(self, hardware: ir.Function, software: ir.Function, operands: list) -> None:
@@ -278,7 +279,7 @@ def bi_ghash_update(self, e, args):
     _trap_unless_len(self, h, 16)
     _trap_unless_len(self, y, 16)
     n = b.extract_value(data, 1)
-    self.gen.trap_if(b.icmp_signed("!=", b.and_(n, ir.Constant(I64, 15)), ir.Constant(I64, 0)))
+    self.gen.trap_if(b.icmp_signed("!=", b.and_(n, ir.Constant(I64, 15)), ir.Constant(I64, 0)), TrapKind.CHECK)
     software = _ghash_function(self.rt.module)
     hardware = crypto_hw.ghash_blocks(self.rt.module) if _hardware(self) else software
     _either(self, hardware, software, [_ptr(self, h), _ptr(self, y), _ptr(self, data), n])
@@ -294,7 +295,7 @@ def bi_aes_ctr32(self, e, args):
     keys, rounds, nonce, counter, data, out = args
     _trap_unless_key(self, keys, rounds)
     _trap_unless_len(self, nonce, 12)
-    self.gen.trap_if(b.icmp_unsigned(">=", counter, ir.Constant(I64, 1 << 32)))
+    self.gen.trap_if(b.icmp_unsigned(">=", counter, ir.Constant(I64, 1 << 32)), TrapKind.CHECK)
     n = b.extract_value(data, 1)
     _trap_unless_len(self, out, n)
     _trap_unless_hardware(self)

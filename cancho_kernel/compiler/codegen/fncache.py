@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Optional
 from .. import ast
 
 if TYPE_CHECKING:
+    from ..trapsites import RelativeSite
     from ..check.program import CheckedProgram
     from ..modcache import ModuleCache, ModuleKey
 
@@ -45,12 +46,13 @@ class LoweredFn:
     """One lowered function instance: its definition ``text``; ``callees``, the ``(key, type
     arguments)`` instances its lowering asked for, in order (replayed so the module's functions
     come out in the same order); the ``globals`` (name, text) and named ``types`` (name, text)
-    its text names."""
+    its text names; ``traps``, its trap sites relative to its declaration (``trapsites.py``)."""
 
     text: str
     callees: tuple[tuple[str, tuple], ...]
     globals: tuple[tuple[str, str], ...]
     types: tuple[tuple[str, str], ...]
+    traps: tuple["RelativeSite", ...] = ()
 
     @property
     def size(self) -> int:

@@ -37,6 +37,7 @@ from .fncache import FnKeys, LoweredFn
 from .builtins import BuiltinLowering
 from .layout import Layout
 from .runtime import Runtime
+from ..trapsites import RelativeSite, TrapKind, TrapTable, absolute, site_number
 
 if TYPE_CHECKING:
     from ..modcache import ModuleCache
@@ -61,6 +62,22 @@ def local_name(text: str) -> str:
     local names past 1,024 characters, and two cut names then collide when the IR is parsed
     again; the name is for reading the IR only, llvmlite keeps shortened duplicates apart."""
     return text[:LOCAL_NAME_MAX]
+
+
+# Checks named by the builtin called (`a check of `copy_into` failed`).
+CALL_NAMED = frozenset({TrapKind.CHECK, TrapKind.ALLOCATION, TrapKind.CONVERSION})
+
+
+def site_range(node: ast.Node) -> tuple[int, int]:
+    """Where a trap of ``node`` is shown: a binary operator's own characters (found between its
+    operands), else the node's span."""
+    span = node.span
+    if isinstance(node, ast.Binary):
+        text = span.source.text
+        at = text.find(node.op, node.left.span.end, node.right.span.start)
+        if at >= 0:
+            return at, at + len(node.op)
+    return span.start, span.end
 
 
 class LoweringFailure(Exception):
@@ -101,6 +118,13 @@ def collector_paused() -> Iterator[None]:
 
 def lower_program(prog: CheckedProgram, target: Target = HOST, cache: Optional["ModuleCache"] = None
                   ) -> tuple[Optional[str], list[Diagnostic]]:
+    """:func:`lower_program_sites` without the trap table."""
+    text, diags, _ = lower_program_sites(prog, target, cache)
+    return text, diags
+
+
+def lower_program_sites(prog: CheckedProgram, target: Target = HOST, cache: Optional["ModuleCache"] = None
+                        ) -> tuple[Optional[str], list[Diagnostic], TrapTable]:
     """LLVM IR text for an accepted program, or an `internal` diagnostic located at the construct
     whose lowering failed (never an exception: lowering cannot fail on checked input, so a
     failure is a bug of ours). With ``cache``, function instances lowered before (by key,
@@ -110,12 +134,14 @@ def lower_program(prog: CheckedProgram, target: Target = HOST, cache: Optional["
         with collector_paused():
             if cache is not None and target == HOST:
                 try:
-                    return ModuleLowering(prog, target, cache).lower(), []
+                    ml = ModuleLowering(prog, target, cache)
+                    return ml.lower(), [], ml.traps
                 except KeptTextsDisagree:
                     pass  # two kept texts declare one symbol differently: lower it all afresh
-            return ModuleLowering(prog, target).lower(), []
+            ml = ModuleLowering(prog, target)
+            return ml.lower(), [], ml.traps
     except LoweringFailure as e:
-        return None, [Diagnostic(Rule.INTERNAL, str(e), e.span)]
+        return None, [Diagnostic(Rule.INTERNAL, str(e), e.span)], TrapTable()
 
 
 class KeptTextsDisagree(Exception):
@@ -150,6 +176,8 @@ class ModuleLowering:
         self.cache = cache.lowered if cache is not None else None
         self.keys = FnKeys(prog, cache) if cache is not None else None
         self.debug = None  # a listing's `debuglines.DebugLines`: statements tagged with their lines
+        self.key_of: dict[str, str] = {}  # LLVM name -> cancho function key
+        self.traps = TrapTable()  # filled by `lower`, from every record's sites
 
     def lower(self) -> str:
         main = self.instance(self.prog.main, {})
@@ -168,14 +196,27 @@ class ModuleLowering:
                     else:
                         self.cache.note_lowered(func.name)
             self.records[func.name] = rec
-        return self.assemble(self.rt.entry_wrapper(main))
+        text = self.assemble(self.rt.entry_wrapper(main))
+        self.traps = self.trap_table()
+        return text
+
+    def trap_table(self) -> TrapTable:
+        """Every function's trap sites placed in its declaration as the program has it now
+        (a kept record's sites are relative to its declaration, `trapsites.RelativeSite`)."""
+        table = TrapTable()
+        for name, rec in self.records.items():
+            decl = self.prog.fns[self.key_of[name]].item.decl
+            for rel in rec.traps:
+                table.add(rel.number, absolute(rel, decl.span))
+        return table
 
     def lower_fn(self, key: str, tsub: dict, func: ir.Function) -> LoweredFn:
         """Lower one instance and make its record."""
         fn = self.prog.fns[key]
         self.requests = []
+        lowering = FnLowering(self, fn, func, tsub)
         try:
-            FnLowering(self, fn, func, tsub).lower()
+            lowering.lower()
         except (LoweringFailure, RecursionError):
             raise
         except Exception as x:  # outside any statement: the signature or the frame
@@ -184,7 +225,7 @@ class ModuleLowering:
         text = str(func)
         globals_ = self.named_globals(text)
         return LoweredFn(text, callees, tuple(globals_.items()),
-                         tuple(self.named_types([text, *globals_.values()]).items()))
+                         tuple(self.named_types([text, *globals_.values()]).items()), tuple(lowering.sites))
 
     def named_globals(self, text: str) -> dict[str, str]:
         """The globals this text names that are not function instances, with what they name in
@@ -274,6 +315,7 @@ class ModuleLowering:
         f.linkage = "internal"
         self.functions[(key, targs)] = f
         self.by_name[name] = f
+        self.key_of[name] = key
         self.pending.append((key, tsub, f))
         return f
 
@@ -314,7 +356,8 @@ class FnLowering:
         self.slots: dict[int, ir.Value] = {}  # Local.uid -> alloca
         self.arenas: list[tuple[ir.Value, ir.Value]] = []  # (base slot, bump slot), innermost last
         self.arena_regions: list = []  # the checker's Region of each open arena, parallel to arenas
-        self._trap: Optional[ir.Block] = None
+        self.sites: list[RelativeSite] = []  # this function's trap sites, in order
+        self.at: Optional[ast.Node] = None  # the innermost statement or expression being lowered
         self.frames: list[dict] = []  # open blocks, innermost last: their defers and arenas
 
     # ------------------------------------------------------------ plumbing
@@ -360,17 +403,28 @@ class FnLowering:
             self.slots[loc.uid] = s
         return s
 
-    def trap_block(self) -> ir.Block:
-        if self._trap is None:
-            self._trap = self.func.append_basic_block("trap")
-            tb = ir.IRBuilder(self._trap)
-            self.rt.trap(tb)
-        return self._trap
+    def trap_site(self, kind: TrapKind, detail: str = "") -> int:
+        """Record a trap site at the construct being lowered; its number (`trapsites.py`)."""
+        number = site_number(self.func.name, len(self.sites))
+        if not detail and kind in CALL_NAMED and isinstance(self.at, ast.Call):
+            sp = self.at.callee.span
+            detail = sp.source.text[sp.start:sp.end]
+        start, end = site_range(self.at) if self.at is not None else (0, 0)
+        base = self.fn.item.decl.span.start
+        self.sites.append(RelativeSite(number, kind, detail, start - base, end - base))
+        return number
 
-    def trap_if(self, cond: ir.Value) -> None:
-        """Branch to the function's trap block when cond holds; continue otherwise."""
+    def trap_block(self, kind: TrapKind, detail: str = "") -> ir.Block:
+        """A block of its own for one trap site: its own trap instruction, so no two checks are
+        merged and the site is known from the faulting address."""
+        block = self.func.append_basic_block("trap")
+        self.rt.trap(ir.IRBuilder(block), self.trap_site(kind, detail))
+        return block
+
+    def trap_if(self, cond: ir.Value, kind: TrapKind, detail: str = "") -> None:
+        """Branch to a trap of this site when cond holds; continue otherwise."""
         ok = self.func.append_basic_block("ok")
-        self.b.cbranch(cond, self.trap_block(), ok)
+        self.b.cbranch(cond, self.trap_block(kind, detail), ok)
         self.b.position_at_end(ok)
 
     def fresh_if_terminated(self) -> None:
@@ -403,6 +457,7 @@ class FnLowering:
         reported at the innermost statement or expression being lowered (`LoweringFailure`)."""
         if self.ml.debug is not None and s.span is not None:
             self.b.debug_metadata = self.ml.debug.at(self.func, s.span)
+        outer, self.at = self.at, s
         try:
             match s:
                 case ast.Let():
@@ -441,6 +496,8 @@ class FnLowering:
             raise
         except Exception as x:
             raise LoweringFailure(s, x) from x
+        finally:
+            self.at = outer
 
     def while_stmt(self, s: ast.While) -> None:
         cond_bb = self.func.append_basic_block("while.cond")
@@ -471,7 +528,7 @@ class FnLowering:
         base_slot = self.alloca_builder.alloca(PTR, name=local_name(f"arena.{s.name.name}") + ".base")
         bump_slot = self.alloca_builder.alloca(PTR, name=local_name(f"arena.{s.name.name}") + ".bump")
         base = self.rt.malloc(self.b, ir.Constant(I64, ARENA_BYTES))
-        self.trap_if(self.b.icmp_unsigned("==", base, ir.Constant(PTR, None)))
+        self.trap_if(self.b.icmp_unsigned("==", base, ir.Constant(PTR, None)), TrapKind.ALLOCATION, "region")
         self.b.store(base, base_slot)
         self.b.store(base, bump_slot)
         self.arenas.append((base_slot, bump_slot))
@@ -524,12 +581,15 @@ class FnLowering:
         """Lower one expression (through EXPR_LOWERINGS, one per node class) to its value, None
         for a value with no run-time representation; a failure of ours is reported at the
         innermost expression (`LoweringFailure`)."""
+        outer, self.at = self.at, e
         try:
             return EXPR_LOWERINGS[type(e)](self, e)
         except (LoweringFailure, RecursionError):
             raise
         except Exception as x:
             raise LoweringFailure(e, x) from x
+        finally:
+            self.at = outer
 
     def name(self, e: ast.Name) -> Optional[ir.Value]:
         r = self.res(e)
@@ -547,7 +607,7 @@ class FnLowering:
         hi = self.expr(e.hi)
         length = self.b.extract_value(s, 1)
         bad = self.b.or_(self.b.icmp_unsigned(">", hi, length), self.b.icmp_unsigned(">", lo, hi))
-        self.trap_if(bad)
+        self.trap_if(bad, TrapKind.SLICE)
         _, stride = self.layout.elem_storage(self.ty(e).target.elem)
         p = self.b.gep(self.b.extract_value(s, 0), [self.b.mul(lo, ir.Constant(I64, stride))], inbounds=True,
                        source_etype=I8)
@@ -557,7 +617,7 @@ class FnLowering:
     def element_ptr(self, e: ast.Index) -> ir.Value:
         s = self.expr(e.base)
         i = self.expr(e.index)
-        self.trap_if(self.b.icmp_unsigned(">=", i, self.b.extract_value(s, 1)))
+        self.trap_if(self.b.icmp_unsigned(">=", i, self.b.extract_value(s, 1)), TrapKind.INDEX)
         store_t, stride = self.layout.elem_storage(self.ty(e))
         off = i if stride == 1 else self.b.mul(i, ir.Constant(I64, stride))
         return self.b.gep(self.b.extract_value(s, 0), [off], inbounds=True, source_etype=I8)
@@ -579,9 +639,9 @@ class FnLowering:
         elem = ty.target.elem
         store_t, stride = self.layout.elem_storage(elem)
         b = self.b
-        self.trap_if(b.icmp_signed("<", n, ir.Constant(I64, 0)))
+        self.trap_if(b.icmp_signed("<", n, ir.Constant(I64, 0)), TrapKind.ALLOCATION, "alloc_slice")
         mul = b.call(self.rt.intrinsic("llvm.smul.with.overflow", I64), [n, ir.Constant(I64, stride)])
-        self.trap_if(b.extract_value(mul, 1))
+        self.trap_if(b.extract_value(mul, 1), TrapKind.ARENA)
         size = b.extract_value(mul, 0)
         at = self.bump(self.arena_slots(ty.region), size)
         self.fill_loop(at, n, fill, elem, stride)
@@ -596,7 +656,7 @@ class FnLowering:
         at_i = b.ptrtoint(at, I64)
         next_i = b.add(at_i, size)
         end_i = b.add(b.ptrtoint(b.load(base_slot, typ=PTR), I64), ir.Constant(I64, ARENA_BYTES))
-        self.trap_if(b.or_(b.icmp_unsigned(">", next_i, end_i), b.icmp_unsigned("<", next_i, at_i)))
+        self.trap_if(b.or_(b.icmp_unsigned(">", next_i, end_i), b.icmp_unsigned("<", next_i, at_i)), TrapKind.ARENA)
         b.store(b.gep(at, [size], inbounds=True, source_etype=I8), bump_slot)
         return at
 
@@ -641,7 +701,7 @@ class FnLowering:
         if e.op == "-":
             if t == INT:
                 r = self.b.call(self.rt.intrinsic("llvm.ssub.with.overflow", I64), [ir.Constant(I64, 0), v])
-                self.trap_if(self.b.extract_value(r, 1))
+                self.trap_if(self.b.extract_value(r, 1), TrapKind.NEGATION)
                 return self.b.extract_value(r, 0)
             return self.b.fneg(v)
         if e.op == "!":
@@ -691,7 +751,7 @@ class FnLowering:
         if op in ("+", "-", "*"):
             name = {"+": "llvm.sadd.with.overflow", "-": "llvm.ssub.with.overflow", "*": "llvm.smul.with.overflow"}[op]
             r = b.call(self.rt.intrinsic(name, I64), [a, c])
-            self.trap_if(b.extract_value(r, 1))
+            self.trap_if(b.extract_value(r, 1), TrapKind.OVERFLOW, op)
             return b.extract_value(r, 0)
         if op in ("/", "%"):
             return self.divide(op, a, c)
@@ -718,24 +778,25 @@ class FnLowering:
         if isinstance(c, ir.Constant) and 0 <= c.constant < 64:
             return b.shl(a, c) if op == "<<" else b.ashr(a, c)
         if isinstance(c, ir.Constant):
-            b.branch(self.trap_block())
+            b.branch(self.trap_block(TrapKind.SHIFT, op))
             b.position_at_end(self.func.append_basic_block("after.shift.trap"))
             return ir.Constant(I64, 0)  # never observed: the block above has no predecessor
-        self.trap_if(b.icmp_unsigned(">=", c, ir.Constant(I64, 64)))
+        self.trap_if(b.icmp_unsigned(">=", c, ir.Constant(I64, 64)), TrapKind.SHIFT, op)
         return b.shl(a, c) if op == "<<" else b.ashr(a, c)
 
     def divide(self, op: str, a: ir.Value, c: ir.Value) -> ir.Value:
         """Checked division: zero divisor traps; a divisor of -1 takes a real branch so that
         `sdiv MIN, -1` / `srem MIN, -1` are never reached (MIN / -1 traps, x % -1 is 0)."""
         b = self.b
-        self.trap_if(b.icmp_signed("==", c, ir.Constant(I64, 0)))
+        self.trap_if(b.icmp_signed("==", c, ir.Constant(I64, 0)),
+                     TrapKind.DIVISION if op == "/" else TrapKind.REMAINDER, op)
         minus_one = self.func.append_basic_block("div.minus_one")
         normal = self.func.append_basic_block("div.normal")
         end = self.func.append_basic_block("div.end")
         b.cbranch(b.icmp_signed("==", c, ir.Constant(I64, -1)), minus_one, normal)
         b.position_at_end(minus_one)
         if op == "/":
-            self.trap_if(b.icmp_signed("==", a, ir.Constant(I64, -(1 << 63))))
+            self.trap_if(b.icmp_signed("==", a, ir.Constant(I64, -(1 << 63))), TrapKind.OVERFLOW, op)
             special = b.sub(ir.Constant(I64, 0), a)
         else:
             special = ir.Constant(I64, 0)

@@ -25,6 +25,7 @@ from llvmlite import ir
 
 from .. import ast
 from ..check.builtins import LOWERINGS
+from ..trapsites import TrapKind
 from ..check.types import Cap, Ref
 from .aggregates import as_ptr_to
 from .layout import I8, I32, I64, PTR
@@ -205,21 +206,21 @@ class Net:
             expected = int(digits)
         except ValueError:
             expected = -1
-        self.bl.gen.trap_if(self.b.icmp_signed("!=", port, c64(expected)))
+        self.bl.gen.trap_if(self.b.icmp_signed("!=", port, c64(expected)), TrapKind.CHECK)
 
     def checked_host(self, bound: str, name: ir.Value) -> ir.Value:
         """The dialled name, checked against the bound's host half (it must begin with it, and be
         shorter than HOST_MAX: otherwise trap), as a NUL-terminated copy."""
         b = self.b
         ptr, length = b.extract_value(name, 0), b.extract_value(name, 1)
-        self.bl.gen.trap_if(b.icmp_unsigned(">=", length, c64(HOST_MAX)))
+        self.bl.gen.trap_if(b.icmp_unsigned(">=", length, c64(HOST_MAX)), TrapKind.CHECK)
         if bound:
             data = bound.encode()
-            self.bl.gen.trap_if(b.icmp_unsigned("<", length, c64(len(data))))
+            self.bl.gen.trap_if(b.icmp_unsigned("<", length, c64(len(data))), TrapKind.CHECK)
             lit = self.bl.ml.string(data)
             same = self.bl.rt.call_c(b, "memcmp", ir.FunctionType(I32, [PTR, PTR, I64]),
                                      [ptr, b.extract_value(lit, 0), c64(len(data))])
-            self.bl.gen.trap_if(b.icmp_signed("!=", same, c32(0)))
+            self.bl.gen.trap_if(b.icmp_signed("!=", same, c32(0)), TrapKind.CHECK)
         buf = self.buffer(HOST_MAX)
         self.bl.rt.call_c(b, "memmove", ir.FunctionType(PTR, [PTR, PTR, I64]), [buf, ptr, length])
         b.store(ir.Constant(I8, 0), self.at(buf, length))

@@ -16,6 +16,7 @@ from __future__ import annotations
 from llvmlite import ir
 
 from ..check.builtins import LOWERINGS
+from ..trapsites import TrapKind
 from ..check.types import Ref
 from .layout import I8, I32, I64, PTR
 from .oscalls import (I16, AF_UNIX, CHILD_PIDFD_SHIFT, EAGAIN, EINTR, EINVAL, F_GETFL, F_SETFL, MSG_NOSIGNAL,
@@ -118,7 +119,7 @@ def _pointer_list(self, text: ir.Value, first: ir.Value | None, environment: boo
     checked = func.append_basic_block("list.checked")
     b.cbranch(nonempty, check, checked)
     b.position_at_end(check)
-    self.gen.trap_if(b.icmp_unsigned("!=", b.load(last, typ=I8), ir.Constant(I8, 0)))
+    self.gen.trap_if(b.icmp_unsigned("!=", b.load(last, typ=I8), ir.Constant(I8, 0)), TrapKind.CHECK)
     b.branch(checked)
     b.position_at_end(checked)
     # Each entry holds at least its NUL, so `length` entries is a bound; +2 for `first` and NULL.
@@ -145,7 +146,7 @@ def _pointer_list(self, text: ir.Value, first: ir.Value | None, environment: boo
         for name in LOADER_PREFIXES:
             lit = self.ml.string(name)
             same = c(self, "strncmp", [at, b.extract_value(lit, 0), i64(len(name))])
-            self.gen.trap_if(b.icmp_signed("==", same, i32(0)))
+            self.gen.trap_if(b.icmp_signed("==", same, i32(0)), TrapKind.CHECK)
     i = b.load(index, typ=I64)
     b.store(at, b.gep(array, [i], source_etype=PTR))
     nul = c(self, "memchr", [at, i32(0), b.sub(end_int, b.ptrtoint(at, I64))])
@@ -199,7 +200,7 @@ def _spawn(self, e, args, in_dir: bool):
     if in_dir:
         # Before `addclosefrom`, which would close the directory's descriptor first.
         refused = c(self, "posix_spawn_file_actions_addfchdir_np", [ap, fd32(self, args[1], True)])
-        self.gen.trap_if(b.icmp_signed("!=", refused, i32(0)))
+        self.gen.trap_if(b.icmp_signed("!=", refused, i32(0)), TrapKind.CHECK)
     c(self, "posix_spawn_file_actions_addclosefrom_np", [ap, i32(3)])
     c(self, "posix_spawnattr_init", [tp])
     empty = words(self, SIGSET_WORDS, "sigset.empty")

@@ -12,6 +12,7 @@ from llvmlite import ir
 
 from ..target import HOST, Target
 from .wasi import WASI_C, build_adapter
+from ..trapsites import trap_asm as site_trap_asm
 
 I8, I32, I64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
 PTR = ir.PointerType()
@@ -43,16 +44,13 @@ LIBC: dict[str, ir.FunctionType] = {
 }
 
 
-def trap_asm() -> str:
-    """The trap instruction: `ud2` (SIGILL) on x86-64, `udf` on aarch64 — never llvm.trap."""
-    machine = platform.machine().lower()
-    if machine in ("x86_64", "amd64", "i686", "x86"):
-        return "ud2"
-    if machine in ("aarch64", "arm64"):
-        return "udf #0xc11f"
-    raise NotImplementedError(f"traps are not measured on {machine}; refusing to guess the instruction")
+def trap_asm(number: int = 0) -> str:
+    """The trap instruction of one trap site: an undefined instruction holding the site's
+    number (`ud1` on x86-64, `udf` on aarch64; SIGILL either way) — never llvm.trap."""
+    return site_trap_asm(number)
 
 
+WASM_TRAP_PREFIX = "cancho.trap."  # + the site number (trapsites.py), read from wasm backtraces
 WASI_STDOUT_BUFFER = 4096  # glibc's buffer for a pipe (its st_blksize)
 
 
@@ -80,8 +78,6 @@ class Runtime:
         self.argv = ir.GlobalVariable(module, PTR, name="lexs_argv")
         self.argv.linkage = "internal"
         self.argv.initializer = ir.Constant(PTR, None)
-        self._asm = None if target.is_wasi else ir.InlineAsm(ir.FunctionType(VOID, []), trap_asm(), "",
-                                                             side_effect=True)
 
     def libc(self, name: str) -> ir.Function:
         if self.target.is_wasi and name in WASI_C:
@@ -125,14 +121,33 @@ class Runtime:
             return ir.Function(self.module, fnty, name=full)
         raise NotImplementedError(f"intrinsic {name}")
 
-    def trap(self, b: ir.IRBuilder) -> None:
-        if self._asm is None:
+    def trap(self, b: ir.IRBuilder, number: int) -> None:
+        """Trap site ``number``'s trap (``trapsites.py``), then `unreachable`."""
+        if self.target.is_wasi:
             # WebAssembly: `llvm.trap` is the `unreachable` instruction, a trap the runtime
-            # reports (the aarch64 reason to avoid it, `brk` and SIGTRAP, does not arise).
-            b.call(self._llvm_trap(), [])
+            # reports (the aarch64 reason to avoid it, `brk` and SIGTRAP, does not arise). It
+            # is in a function of the site's own, whose name the runtime's backtrace shows.
+            b.call(self._wasm_trap(number), [])
         else:
-            b.call(self._asm, [])
+            b.call(ir.InlineAsm(ir.FunctionType(VOID, []), trap_asm(number), "", side_effect=True), [])
         b.unreachable()
+
+    def _wasm_trap(self, number: int) -> ir.Function:
+        """`cancho.trap.N`: never inlined or merged (cold, noinline, a distinct name the
+        module's name section keeps), its body `llvm.trap`."""
+        name = f"{WASM_TRAP_PREFIX}{number}"
+        existing = self.module.globals.get(name)
+        if existing is not None:
+            return existing
+        f = ir.Function(self.module, ir.FunctionType(VOID, []), name=name)
+        f.linkage = "internal"
+        f.attributes.add("noinline")
+        f.attributes.add("cold")
+        f.attributes.add("noreturn")
+        b = ir.IRBuilder(f.append_basic_block("entry"))
+        b.call(self._llvm_trap(), [])
+        b.unreachable()
+        return f
 
     def _llvm_trap(self) -> ir.Function:
         existing = self.module.globals.get("llvm.trap")

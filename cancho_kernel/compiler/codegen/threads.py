@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Optional
 from llvmlite import ir
 
 from ..check.builtins import LOWERINGS
+from ..trapsites import TrapKind
 from .layout import I32, I64, PTR
 
 if TYPE_CHECKING:
@@ -86,7 +87,7 @@ def bi_spawn(self: "BuiltinLowering", e, args):
     blk = block_type(payload_t)
     size = b.ptrtoint(b.gep(ir.Constant(PTR, None), [ir.Constant(I32, 1)], source_etype=blk), I64)
     mem = self.rt.malloc(b, size)
-    gen.trap_if(b.icmp_unsigned("==", mem, ir.Constant(PTR, None)))
+    gen.trap_if(b.icmp_unsigned("==", mem, ir.Constant(PTR, None)), TrapKind.ALLOCATION)
     b.store(args[1], b.gep(mem, [ir.Constant(I32, 0), ir.Constant(I32, 0)], inbounds=True, source_etype=blk))
     if payload_t is not None:
         b.store(args[0], b.gep(mem, [ir.Constant(I32, 0), ir.Constant(I32, 1)], inbounds=True, source_etype=blk))
@@ -94,7 +95,7 @@ def bi_spawn(self: "BuiltinLowering", e, args):
     count_running(self, +1)
     rc = self.rt.call_c(b, "pthread_create", PTHREAD_CREATE,
                         [tid, ir.Constant(PTR, None), thunk(self, payload_t, result_t), mem])
-    gen.trap_if(b.icmp_unsigned("!=", rc, ir.Constant(I32, 0)))
+    gen.trap_if(b.icmp_unsigned("!=", rc, ir.Constant(I32, 0)), TrapKind.CHECK)
     return b.load(tid, typ=I64)
 
 
@@ -112,7 +113,7 @@ def bi_join(self: "BuiltinLowering", e, args):
     b, gen = self.b, self.gen
     out = self.alloca_builder.alloca(PTR, name="joined")
     rc = self.rt.call_c(b, "pthread_join", PTHREAD_JOIN, [args[0], out])
-    gen.trap_if(b.icmp_unsigned("!=", rc, ir.Constant(I32, 0)))
+    gen.trap_if(b.icmp_unsigned("!=", rc, ir.Constant(I32, 0)), TrapKind.CHECK)
     count_running(self, -1)
     return from_word(b, b.load(out, typ=PTR), gen.lty(gen.ty(e)))
 
