@@ -113,7 +113,7 @@ def test_fn_filter_shows_only_that_function(kernel):
     asm = run(kernel, "%%asm --fn k_wrapping\n" + KERNELS)
     assert asm.status == "ok", asm.outputs
     assert asm.shown.startswith("lexs_k_wrapping:") and "lexs_k_checked" not in asm.shown, asm.shown
-    assert "ud2" not in asm.shown  # wrapping arithmetic has no trap
+    assert "ud1l" not in asm.shown and "ud2" not in asm.shown  # wrapping arithmetic has no trap
     missing = run(kernel, "%%asm --fn nothere\n" + KERNELS)
     assert missing.status == "error" and "k_checked" in missing.error["evalue"], missing.error
 
@@ -145,8 +145,8 @@ def test_asm_diff_of_two_functions(kernel):
     assert cell.status == "ok", cell.outputs
     data = cell.of("display_data")[0]["data"]
     assert data["text/plain"].startswith("--- k_checked\n+++ k_wrapping"), data["text/plain"]
-    assert "<table" in data["text/html"] and "ud2" in data["text/html"]
-    minus = [l for l in data["text/plain"].splitlines() if l.startswith("-") and "ud2" in l]
+    assert "<table" in data["text/html"] and "ud1l" in data["text/html"]
+    minus = [l for l in data["text/plain"].splitlines() if l.startswith("-") and "ud1l" in l]
     assert minus, data["text/plain"]  # the trap is on the checked side only
 
 

@@ -191,8 +191,10 @@ def trap_asm(number: int, machine: str | None = None) -> str:
     """The inline assembly of one site's trap: an undefined instruction holding ``number``."""
     m = _machine(machine)
     if m in ("x86_64", "amd64"):
-        data = X86_UD1 + number.to_bytes(4, "little")
-        return ".byte " + ",".join(f"0x{b:02x}" for b in data)
+        # The mnemonic, so a listing reads as an instruction; `{disp32}` keeps the 4-byte
+        # displacement the reporter reads (X86_UD1, then the number) for small numbers too.
+        signed = number - (1 << 32) if number >= 1 << 31 else number
+        return f"{{disp32}} ud1l {signed}(%rax), %eax"
     if m in ("aarch64", "arm64"):
         return f"udf #{number & 0xFFFF}"
     raise NotImplementedError(f"traps are not measured on {m}; refusing to guess the instruction")
