@@ -75,3 +75,28 @@ def test_what_comes_together_goes_out_as_one_message_per_stream_run():
     text.add(Output(StreamName.STDOUT, b"d"))
     text.flush(final=True)
     assert shown.messages == [("stdout", "abc"), ("stderr", "e"), ("stdout", "d")]
+
+
+def test_what_a_run_kept_without_emitting_is_shown_at_its_end():
+    """Regression: under load the library's strict run lost a cell's whole stdout (nbval:
+    "Missing output fields: {'stdout'}") — the cell was marked streamed, so its kept bytes were
+    not published again. Whatever a run kept beyond what its channel delivered is shown when it
+    ends, after what was delivered, so the cell's text is every kept byte, once."""
+    from cancho_kernel.compiler.backends.live import LiveRun
+    from cancho_kernel.kernel.streaming import show_unshown, watch
+
+    shown = Shown()
+    shown.interactive = False  # type: ignore[attr-defined]
+    live = LiveRun()
+
+    def work(cancel):
+        live.emit(StreamName.STDOUT, b"first ")  # emitted, then more kept without a word
+        return b"first second\n"
+
+    waited, taken = watch(work, live, shown)  # type: ignore[arg-type]
+    assert taken[StreamName.STDOUT] == len(b"first ") and taken[StreamName.STDERR] == 0
+    show_unshown(shown, {StreamName.STDOUT: waited.value, StreamName.STDERR: b"late\n"}, taken)  # type: ignore[arg-type]
+    assert shown.joined("stdout") == "first second\n"
+    assert shown.joined("stderr") == "late\n"
+    show_unshown(shown, {StreamName.STDOUT: waited.value}, {StreamName.STDOUT: len(waited.value)})  # type: ignore[arg-type]
+    assert shown.joined("stdout") == "first second\n"  # nothing shown twice

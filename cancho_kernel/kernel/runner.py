@@ -135,7 +135,13 @@ class Runner:
 
             live = LiveRun(interactive=view.interactive)
             req = dataclasses.replace(req, live=live)
-            waited = watch(lambda cancel: self.run_blocking(req, cancel, split=True), live, view)
+            waited, shown = watch(lambda cancel: self.run_blocking(req, cancel, split=True), live, view)
+            if waited.value is not None:
+                from ..compiler.backends.live import StreamName
+                from .streaming import show_unshown
+
+                show_unshown(view, {StreamName.STDOUT: waited.value.stdout or b"",
+                                    StreamName.STDERR: waited.value.stderr or b""}, shown)
         else:
             waited = interruptible(lambda cancel: self.run_blocking(req, cancel, split=True))
         error = waited.error

@@ -54,8 +54,10 @@ class StreamText:
                           for name in StreamName}
         self._pending: list[tuple[StreamName, str]] = []
         self._since: float | None = None
+        self.taken = {name: 0 for name in StreamName}  # bytes of each stream taken to be shown
 
     def add(self, output: Output) -> None:
+        self.taken[output.stream] += len(output.data)
         text = self._decoders[output.stream].decode(output.data)
         if not text:
             return
@@ -87,10 +89,12 @@ class StreamText:
 
 
 def watch(work: Callable[[threading.Event], T], live: LiveRun, view: LiveView,
-          name: str = "cancho-run") -> Waited[T]:
+          name: str = "cancho-run") -> tuple[Waited[T], dict[StreamName, int]]:
     """Run ``work(cancel)`` in a helper thread and wait for it, as :func:`run.interruptible`
     does (an interrupt sets ``cancel``, the wait goes on until the work ends), publishing the
-    run's output and answering its input requests meanwhile."""
+    run's output and answering its input requests meanwhile. Also answers how many bytes of
+    each stream were shown, so a caller can show what a run kept but never emitted
+    (:func:`show_unshown`)."""
     cancel, done = threading.Event(), threading.Event()
     box: dict[str, object] = {}
 
@@ -115,7 +119,16 @@ def watch(work: Callable[[threading.Event], T], live: LiveRun, view: LiveView,
             cancel.set()
             live.answer(None)
     text.flush(final=True)
-    return Waited(box.get("value"), box.get("error"), interrupted)  # type: ignore[arg-type]
+    return Waited(box.get("value"), box.get("error"), interrupted), text.taken  # type: ignore[arg-type]
+
+
+def show_unshown(view: LiveView, kept: dict[StreamName, bytes], shown: dict[StreamName, int]) -> None:
+    """Publish the part of each stream's kept bytes that was never shown while the run ran (a
+    run path that keeps its output without emitting it): the cell ends with every kept byte."""
+    for name, data in kept.items():
+        rest = data[shown.get(name, 0):]
+        if rest:
+            view.show(name.value, rest.decode("utf-8", errors="replace"))
 
 
 def _serve(live: LiveRun, view: LiveView, text: StreamText, done: threading.Event,
