@@ -15,6 +15,7 @@ cache, bounded by the kernel's own cache bound, and the runtime directory).
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import tempfile
 from dataclasses import dataclass
@@ -58,9 +59,15 @@ def mount_source(mount_point: Path) -> str | None:
     found = None
     for line in lines:  # the last mount on a point is the one in view
         fields = line.split()
-        if len(fields) > 4 and fields[4].encode().decode("unicode_escape") == target:
+        if len(fields) > 4 and _unescape(fields[4]) == target:
             found = line.split(" - ", 1)[1].split()[1] if " - " in line else "?"
     return found
+
+
+def _unescape(field: str) -> str:
+    """A mountinfo path field as the path (the kernel writes space, tab, newline and backslash as
+    octal escapes)."""
+    return re.sub(r"\\([0-7]{3})", lambda m: chr(int(m.group(1), 8)), field)
 
 
 @dataclass(frozen=True)
