@@ -1,7 +1,9 @@
 """Issue 17 (hub finding): safe mode confines what a program reaches on disk.
 
-All students of a hub run as one Unix user, so screening the paths a directive names is not
-enough: a program holding `Fs` computes its own paths. In safe mode every run is confined with
+A program holding `Fs` computes its own paths, so screening the paths a directive names is not
+enough (when this was found all students of a hub were one Unix user; since issue 22 each is their
+own, and Landlock stays a second layer inside the sandbox, which also keeps a student's run away
+from their own caches and dotfiles). In safe mode every run is confined with
 Landlock to the notebook's directory (read, write, create) and what a program needs to start
 (read only). Before the fix the safe kernel below printed the outside file by absolute path,
 by `..` and through a symlink planted in the notebook's directory; the same program on a kernel
@@ -324,8 +326,8 @@ def test_help_says_programs_are_confined(safe_kernel, place):
 @pytest.mark.skipif(confine.landlock_abi() < 6, reason="signal scoping needs Landlock ABI 6")
 @pytest.mark.parametrize("confined", [False, True])
 def test_a_confined_program_cannot_signal_outside_its_run(place, confined):
-    """Everyone on a hub is one Unix user: without scoping a program could kill another
-    student's kernel. kill -0 on this (unconfined) process is refused when confined; signalling
+    """Without scoping a program could signal any process of its own Unix user (the student's
+    own kernel and server; before issue 22 every student's). kill -0 on this (unconfined) process is refused when confined; signalling
     its own child still works."""
     limits = RunLimits(confine=confine.Confinement.for_directory(place / "bob") if confined else None)
     out = run_executable("/bin/kill", ["kill", "-0", str(os.getpid())], limits=limits)

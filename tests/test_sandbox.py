@@ -457,7 +457,7 @@ def test_each_run_gets_a_cgroup_killed_and_removed_at_its_end(notebook):
     waiter.start()
     try:
         assert _wait_for(lambda: (notebook / "up.txt").exists())
-        groups = [n for n in os.listdir(base) if n.startswith(mine)]
+        groups = exe_groups(base, mine)
         assert len(groups) == 1, groups
         with open(os.path.join(base, groups[0], "cgroup.procs")) as f:
             pids = [int(w) for w in f.read().split()]
@@ -467,7 +467,56 @@ def test_each_run_gets_a_cgroup_killed_and_removed_at_its_end(notebook):
         (notebook / "go.txt").write_text("")
         waiter.join(timeout=120)
     assert done and done[0].exit_status == 0, done
-    assert [n for n in os.listdir(base) if n.startswith(mine)] == []
+    assert exe_groups(base, mine) == []
+
+
+def exe_groups(base: str, prefix: str) -> list[str]:
+    """This process's run groups but the JIT workers' (those hold a `worker` leaf: cgroups.py),
+    which live as long as a worker another test keeps."""
+    return [n for n in os.listdir(base) if n.startswith(prefix)
+            and not os.path.isdir(os.path.join(base, n, cgroups.WORKER_LEAF))]
+
+
+def test_each_jit_run_gets_a_cgroup_killed_whole_at_its_end(notebook, jit_worker):
+    """The JIT worker runs many programs in one sandbox: each run is born in a group of its own
+    beneath the worker's (cgroups.py, DelegatedGroups), holding the program and what it spawns,
+    and not the worker; a `setsid` child left running when the program returns is killed with
+    the group, and the group is removed. Before, a JIT run had no group at all."""
+    import threading
+
+    import psutil
+
+    where = cgroups.hierarchy()
+    if where is None:
+        pytest.skip("no writable cgroup hierarchy here (the PID namespace still holds)")
+    _, base = where
+    mine = f"cancho-run-{os.getpid()}-"
+    tag = f"1000.{os.getpid()}7"  # a sleep whose command line nothing else has
+    done: list = []
+    waiter = threading.Thread(target=lambda: done.append(safe_run("jit", notebook, exec_program(
+        f"setsid sleep {tag} & echo up > up.txt; while [ ! -e go.txt ]; do sleep 0.05; done"),
+        jit_worker)))
+    waiter.start()
+    try:
+        assert _wait_for(lambda: (notebook / "up.txt").exists() and _marked(tag))
+        workers = [n for n in os.listdir(base) if n.startswith(mine)]
+        runs = [os.path.join(base, w, r) for w in workers for r in os.listdir(os.path.join(base, w))
+                if r.startswith("run-")]
+        assert len(runs) == 1, (workers, runs)
+        with open(os.path.join(runs[0], "cgroup.procs")) as f:
+            pids = {int(w) for w in f.read().split()}
+        assert {p.pid for p in _marked(tag)} <= pids, (pids, _marked(tag))  # the escaped child too
+        names = {psutil.Process(p).name() for p in pids if psutil.pid_exists(p)}
+        assert {"sh", "sleep"} <= names, names
+        assert jit_worker.pid not in pids and jit_worker.guard_pid not in pids  # not the worker
+    finally:
+        (notebook / "go.txt").write_text("")
+        waiter.join(timeout=120)
+    assert done and done[0].exit_status == 0, done
+    assert _wait_for(lambda: not _marked(tag)), _marked(tag)
+    assert not os.path.exists(runs[0])
+    again = safe_run("jit", notebook, exec_program("exit 7"), jit_worker)
+    assert again.exit_status == 7, again  # the worker itself was not in the killed group
 
 
 def test_the_private_tmp_is_bounded(tmp_path):

@@ -11,7 +11,11 @@ outside the notebook view; Jupyter's, IPython's and matplotlib's configuration a
 helpers are hub-owned and read-only (:mod:`hub_layout`). The kernel runs in cancho's safe mode,
 the only kernel a server offers; the server runs Python without user site-packages (``-s``,
 ``PYTHONNOUSERSITE=1``), so nothing a student writes runs at the next start. Memory and CPU
-limits are enforced by control groups when the hub may create them (:mod:`cgroup_limits`).
+limits are enforced by control groups when the hub may create them (:mod:`cgroup_limits`), and the
+home is a filesystem of its own, ``disk_limit`` in size (:mod:`student_disk`), so no student can
+fill the disk the others share. On loopback, the server's port answers only the student and root
+(:mod:`loopback_guard`, an nftables rule per server), and kernels use Jupyter's ``ipc`` transport
+(Unix sockets in the student's 0700 runtime directory), so no other student's process reaches them.
 
 A hub that is not root cannot change users: it runs every server as itself, as before, and logs
 that students are then separated only by the kernel's confinement (docs/teaching.md).
@@ -28,14 +32,21 @@ from pathlib import Path
 
 import psutil
 from jupyterhub.spawner import LocalProcessSpawner
+from jupyterhub.utils import random_port
 from traitlets import Bool, Integer, Unicode, default
 
 from cgroup_limits import UserGroups, find_controllers
 from hub_layout import HubLayout, safe_name
+from loopback_guard import GuardError, LoopbackGuard
 from safe_kernelspec import SAFE_KERNEL, hub_kernelspec
+from student_disk import DiskError, StudentDisk, parse_size
 from system_users import StudentAccount, drop_to, ensure_account
 
 HERE = Path(__file__).resolve().parent
+# ZeroMQ's longest ipc path (sun_path less its NUL); a kernel's socket is
+# RUNTIME/kernel-<uuid>-ipc-<n>.
+IPC_PATH_MAX = 107
+IPC_NAME = len("/kernel-") + 36 + len("-ipc-") + 5
 # The server's own configuration (JUPYTER_CONFIG_DIR is hub-owned): no language servers (none
 # speaks cancho; jupyter-lsp costs start time and memory), no terminals.
 SERVER_CONFIG = {"ServerApp": {"jpserver_extensions": {"jupyter_lsp": False, "jupyter_server_terminals": False}}}
@@ -63,6 +74,13 @@ class CanchoSpawner(LocalProcessSpawner):
                               "(empty: each student's kernel builds its own into its private cache).")
     safe_mode = Bool(True, config=True,
                      help="Start kernels in cancho's safe mode. Turn off only for a trusted class.")
+    disk_limit = Unicode("2G", config=True,
+                         help="Size of each student's home, a filesystem image of its own loop-mounted "
+                              "there (bytes, or K/M/G/T; 0: no bound). Needs a root hub with loop devices.")
+    guard_loopback = Bool(True, config=True,
+                          help="Let only the student (and root: the hub, its proxy) connect to their "
+                               "server's port on loopback (an nftables rule), and start kernels with the "
+                               "ipc transport in the private runtime directory.")
     idle_timeout = Integer(3600, config=True,
                            help="Seconds after which an idle kernel is shut down and a server with no "
                                 "activity stops itself (0: never).")
@@ -109,6 +127,13 @@ class CanchoSpawner(LocalProcessSpawner):
 
     def get_args(self) -> list[str]:
         args = list(super().get_args())
+        if self.guard_loopback:
+            runtime = self.layout.private(self.user.name) / "runtime"
+            if len(str(runtime)) + IPC_NAME <= IPC_PATH_MAX:
+                args.append("--KernelManager.transport=ipc")  # Unix sockets in the 0700 runtime dir
+            else:
+                self.log.warning("%s's kernels listen on loopback TCP: the runtime directory %s is too "
+                                 "long for Unix sockets", self.user.name, runtime)
         if self.idle_timeout:
             args += [f"--MappingKernelManager.cull_idle_timeout={self.idle_timeout}",
                      "--MappingKernelManager.cull_interval=60",
@@ -128,9 +153,34 @@ class CanchoSpawner(LocalProcessSpawner):
             return None
         return ensure_account(self.account_prefix, self.user.name, Path(self.home_dir))
 
+    @property
+    def disk(self) -> StudentDisk | None:
+        """The student's home filesystem, when homes are bounded."""
+        size = parse_size(self.disk_limit)
+        if not size:
+            return None
+        return StudentDisk(Path(self.state_root) / "disks" / f"{safe_name(self.user.name)}.ext4",
+                           Path(self.home_dir), size)
+
+    def _attach_disk(self, account: StudentAccount | None) -> None:
+        """Mount the student's bounded home (a warning where it cannot be: the bound is then off)."""
+        disk = self.disk
+        if disk is None:
+            return
+        if account is None:
+            self.log.warning("disk_limit for %s is not enforced: the hub is not root", self.user.name)
+            return
+        try:
+            disk.attach(account)
+        except (DiskError, OSError, subprocess.SubprocessError) as e:
+            self.log.warning("disk_limit for %s is not enforced: %s", self.user.name, e)
+
     def _prepare_home(self, account: StudentAccount | None) -> None:
-        """The student's directories; the course copied into the home once, as the student."""
+        """The student's directories, the home on its own bounded filesystem; the course copied
+        into the home once, as the student."""
         layout = self.layout
+        layout.prepare_student(account, self.user.name)
+        self._attach_disk(account)
         layout.prepare_student(account, self.user.name)
         marker = layout.marker(self.user.name)
         if self.course_dir and not marker.exists():
@@ -171,6 +221,26 @@ class CanchoSpawner(LocalProcessSpawner):
             env["CANCHO_SAFE"] = "1"
         return env
 
+    # -- loopback ---------------------------------------------------------------------------------
+
+    @property
+    def guard(self) -> LoopbackGuard:
+        return LoopbackGuard(self.cgroup_prefix.replace("-", "_"))
+
+    def _guard_port(self, account: StudentAccount | None) -> None:
+        """The server's port chosen now and closed to every other uid before the server binds it."""
+        if not self.guard_loopback:
+            return
+        if self.port == 0:
+            self.port = random_port()
+        if account is None:
+            self.log.warning("%s's server port is open to every local user: the hub is not root", self.user.name)
+            return
+        try:
+            self.guard.allow_only(self.port, account.uid, self.user.name)
+        except (GuardError, OSError, subprocess.SubprocessError) as e:
+            self.log.warning("%s's server port is open to every local user: %s", self.user.name, e)
+
     # -- start and stop ---------------------------------------------------------------------------
 
     async def start(self):
@@ -180,6 +250,7 @@ class CanchoSpawner(LocalProcessSpawner):
                              "separated only by the kernel's confinement", self.user.name)
         self.layout.prepare()
         self._prepare_home(self._student)
+        self._guard_port(self._student)
         (self.layout.share / "jupyter-config" / "jupyter_server_config.json").write_text(
             json.dumps(SERVER_CONFIG, indent=1))
         if self.safe_mode:
@@ -220,6 +291,17 @@ class CanchoSpawner(LocalProcessSpawner):
         groups = getattr(self, "_groups", None)
         if groups is not None:
             groups.kill_and_remove()
+        if self.guard_loopback and self.as_root:
+            try:
+                self.guard.release(self.user.name)
+            except GuardError as e:
+                self.log.warning("%s's loopback rule stays: %s", self.user.name, e)
+        disk = self.disk
+        if disk is not None and self.as_root:
+            try:
+                disk.detach()
+            except DiskError as e:
+                self.log.warning("%s's home stays mounted: %s", self.user.name, e)
 
     def _descendants(self) -> list[psutil.Process]:
         if not self.pid:

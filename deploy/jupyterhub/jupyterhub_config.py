@@ -18,6 +18,7 @@ CANCHO_HUB_ADMINS          comma-separated admin user names                     
 CANCHO_HUB_API_TOKEN       a token for the ``cancho-admin`` service (admin role)    (no service)
 CANCHO_HUB_MEM_LIMIT       per-user memory (cgroup, when the hub can make one)      1G
 CANCHO_HUB_CPU_LIMIT       per-user CPU cores (cgroup, likewise)                    1
+CANCHO_HUB_DISK_LIMIT      each home's size, a filesystem of its own (0: no bound)  2G
 CANCHO_HUB_CHP             configurable-http-proxy executable                       setup.sh's, or PATH
 CANCHO_HUB_IDLE_CULL       stop servers idle this many seconds (0: never)           3600
 CANCHO_HUB_START_TIMEOUT   seconds a user's server may take to start               120
@@ -103,6 +104,7 @@ c.CanchoSpawner.course_dir = course if Path(course).is_dir() else ""
 c.CanchoSpawner.safe_mode = env("CANCHO_HUB_SAFE", "1") != "0"
 c.CanchoSpawner.mem_limit = env("CANCHO_HUB_MEM_LIMIT", "1G")
 c.CanchoSpawner.cpu_limit = float(env("CANCHO_HUB_CPU_LIMIT", "1"))
+c.CanchoSpawner.disk_limit = env("CANCHO_HUB_DISK_LIMIT", "2G")  # each home a filesystem of this size
 c.CanchoSpawner.default_url = "/lab"
 # A server starts in ~4 s alone (2.5 CPU s, mostly imports); twenty at once on two busy cores
 # took over two minutes in benchmarks/hub_load.py: raise this for a class that logs in together.

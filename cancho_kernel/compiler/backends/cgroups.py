@@ -13,6 +13,14 @@ neither is writable (an unprivileged user under systemd without delegation, a re
 ``/sys/fs/cgroup``) :func:`create` returns None and the run relies on the namespace alone.
 A group left by a supervisor killed with SIGKILL is removed by the next :func:`create` once
 empty (its name carries the owner's pid).
+
+The JIT worker runs many programs in one long-lived sandbox, so its runs get their groups another
+way (:func:`create_delegated`, :class:`DelegatedGroups`): the kernel makes one group for the
+worker's sandbox with a ``worker`` leaf the sandbox joins, and binds the group into the sandbox;
+for each run the worker moves itself into a fresh ``run-N`` beside the leaf, forks the program
+there (so it is born in the run's group: nothing it forks can be missed) and moves back; when
+the run ends the worker kills the run's group whole and removes it. The kernel removes the
+worker's whole group when the worker ends.
 """
 
 from __future__ import annotations
@@ -80,10 +88,20 @@ class RunCgroup:
                 except (ProcessLookupError, PermissionError):
                     pass
 
+    def children(self) -> list["RunCgroup"]:
+        """The groups beneath this one (a delegated worker group's leaf and runs)."""
+        try:
+            return [RunCgroup(e.path, self.kind) for e in os.scandir(self.path) if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            return []
+
     def remove(self) -> bool:
-        """Kill what is left and remove the group's directory (False if it stays: a process in
-        it is still being torn down; :func:`create` retries later)."""
+        """Kill what is left and remove the group's directory, the groups beneath it first
+        (False if it stays: a process in it is still being torn down; :func:`create` retries
+        later)."""
         self.kill()
+        for child in self.children():
+            child.remove()
         for _ in range(_EMPTY_WAITS):  # killed tasks leave the group once the kernel reaps them
             try:
                 os.rmdir(self.path)
@@ -191,6 +209,71 @@ def create(max_tasks: int | None = None) -> RunCgroup | None:
         except OSError:
             pass  # no pids controller here: RLIMIT_NPROC alone
     return group
+
+
+WORKER_LEAF = "worker"
+# The variable naming a delegated group inside the JIT worker's sandbox (jit_sandbox.py).
+DELEGATED_ENV = "CANCHO_RUN_CGROUPS"
+
+
+def create_delegated() -> tuple[RunCgroup, RunCgroup] | None:
+    """A group for a sandboxed JIT worker and its ``worker`` leaf (the one the sandbox joins),
+    or None where no group can be made."""
+    group = create()
+    if group is None:
+        return None
+    leaf = RunCgroup(os.path.join(group.path, WORKER_LEAF), group.kind)
+    try:
+        os.mkdir(leaf.path)
+    except OSError:
+        group.remove()
+        return None
+    return group, leaf
+
+
+@dataclass(frozen=True)
+class DelegatedGroups:
+    """Inside the JIT worker's sandbox: the worker's group (bound in by the kernel), where each
+    run gets a group of its own (see the module)."""
+
+    root: str
+    kind: CgroupKind
+
+    @classmethod
+    def from_env(cls) -> "DelegatedGroups | None":
+        """The group the kernel delegated (:data:`DELEGATED_ENV`: ``KIND:PATH``), if any."""
+        value = os.environ.get(DELEGATED_ENV, "")
+        kind, _, path = value.partition(":")
+        if not path or not os.path.isdir(path):
+            return None
+        return cls(path, CgroupKind(kind))
+
+    def enter_run(self) -> RunCgroup | None:
+        """A fresh group for one run, with this process moved into it (fork the program now,
+        then :meth:`leave`); None if it cannot be made (the run then has the worker's group)."""
+        group = RunCgroup(os.path.join(self.root, f"run-{next(_counter)}"), self.kind)
+        try:
+            os.mkdir(group.path)
+            _join(group.procs)
+        except OSError:
+            group.remove()
+            return None
+        return group
+
+    def leave(self) -> bool:
+        """Move this process back to the worker's leaf; whether it moved (if not, the run's group
+        must not be killed: this process is in it)."""
+        try:
+            _join(os.path.join(self.root, WORKER_LEAF, "cgroup.procs"))
+        except OSError:
+            return False
+        return True
+
+
+def _join(procs: str) -> None:
+    """Move this process (all its threads) into the group of that ``cgroup.procs``."""
+    with open(procs, "w") as f:
+        f.write(str(os.getpid()))
 
 
 def _remove_stale(base: str, kind: CgroupKind) -> None:

@@ -33,7 +33,7 @@ from . import sandbox as sandboxes
 from .sandbox import SandboxSpec
 
 from .exe import LinkError
-from .jit_sandbox import ChildPin, start_sandboxed, verified_child, worker_command
+from .jit_sandbox import ChildPin, release, start_sandboxed, verified_child, worker_command
 from .jit_sandbox import sandboxed as sandbox_for_worker
 from .jit_worker import PYTHON_CHILD_ENV, CacheBounds, CacheStats, SplitStats, recv_msg, send_msg
 from .live import LiveRun
@@ -273,6 +273,7 @@ class JitWorker:
             self._sock = None
         if self._proc is not None:
             self._reap(self._proc, grace)
+            release(self._proc)  # the sandboxed worker's cgroup, with whatever is left in it
             self._proc = None
 
     def close(self) -> None:

@@ -9,6 +9,10 @@ only the notebook's directory is writable (sandbox.py hides its dot-entries, ``~
 later. Python runs isolated (``-I``): neither ``PYTHONPATH``, nor the user's site-packages and
 their ``.pth`` files, nor the working directory reach its module path.
 
+Why the worker gets a cgroup of its own, bound into its sandbox (cgroups.py): each run is then
+born in a group of its own, killed whole when the run ends, as an exe run's is; the worker's
+whole group is removed when it ends (:func:`release`).
+
 Why one thread starts every sandboxed worker (:class:`_Starter`): ``bwrap --die-with-parent``
 dies with the *thread* that started it (PR_SET_PDEATHSIG), and a worker is restarted from
 whichever thread needs it (a cell's run thread, which ends with the cell).
@@ -24,7 +28,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from . import sandbox
+from . import cgroups, sandbox
 from .sandbox import SandboxSpec
 
 # The worker's first statement: the package that launched it goes first on the module path, by
@@ -112,10 +116,24 @@ class _Starter:
 _STARTER = _Starter()
 
 
+def with_cgroup(spec: SandboxSpec) -> tuple[SandboxSpec, cgroups.RunCgroup | None]:
+    """``spec`` joining a new worker group's leaf, the group bound writable inside and named
+    to the worker (:data:`cgroups.DELEGATED_ENV`); unchanged where no group can be made."""
+    made = cgroups.create_delegated()
+    if made is None:
+        return spec, None
+    group, leaf = made
+    return replace(spec, writable=(*spec.writable, group.path), cgroup_procs=leaf.procs,
+                   env=(*spec.env, (cgroups.DELEGATED_ENV, f"{group.kind.value}:{group.path}"))), group
+
+
 def start_sandboxed(spec: SandboxSpec, argv: list[str], pass_fds: Sequence[int],
                     env: dict[str, str]) -> subprocess.Popen:
-    """``bwrap … -- argv`` under ``spec``, started from the long-lived starter thread, with
-    ``pass_fds`` (the worker's socket) and the sandbox's own descriptors passed along."""
+    """``bwrap … -- argv`` under ``spec`` in a worker group of its own (:func:`with_cgroup`),
+    started from the long-lived starter thread, with ``pass_fds`` (the worker's socket) and the
+    sandbox's own descriptors passed along. The group is the process's ``cancho_cgroup``."""
+    spec, group = with_cgroup(spec)
+
     def job() -> subprocess.Popen:
         launch = sandbox.command(spec, argv)
         try:
@@ -125,4 +143,20 @@ def start_sandboxed(spec: SandboxSpec, argv: list[str], pass_fds: Sequence[int],
         finally:
             launch.close()
 
-    return _STARTER.run(job)
+    try:
+        proc = _STARTER.run(job)
+    except BaseException:
+        if group is not None:
+            group.remove()
+        raise
+    proc.cancho_cgroup = group  # type: ignore[attr-defined]
+    return proc
+
+
+def release(proc: subprocess.Popen) -> None:
+    """After the worker started by :func:`start_sandboxed` has ended: kill what is left in its
+    group and remove the group (nothing for a worker started otherwise)."""
+    group = getattr(proc, "cancho_cgroup", None)
+    if group is not None:
+        group.remove()
+        proc.cancho_cgroup = None  # type: ignore[attr-defined]

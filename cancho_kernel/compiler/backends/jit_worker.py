@@ -78,6 +78,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from .cgroups import DelegatedGroups
 from .process import become_subreaper, die_with_parent, kill_children
 
 if TYPE_CHECKING:
@@ -302,6 +303,7 @@ class Worker:
         self.pieces = ObjectCache(bounds)  # split runs' cell pieces, as object code
         self.refs_memo: dict = {}  # what each IR entity's text uses (split.parse_entities)
         self.split = SplitStats()
+        self.groups = DelegatedGroups.from_env()  # each run's own cgroup, in a sandbox (cgroups.py)
 
     def serve(self) -> None:
         while True:
@@ -438,6 +440,7 @@ class Worker:
         slots = msg.get("slots")
         fd_map = None if slots is None else dict(zip(slots, fds))
         start = time.monotonic()
+        group = self.groups.enter_run() if self.groups is not None else None  # the child is born in it
         try:
             pid = mcjit.spawn_program(compiled.main_address, msg["argv"], fd_map,
                                       msg.get("memory"), own_group=slots is not None,
@@ -445,8 +448,15 @@ class Worker:
                                       python_child=self.python_child, confine=msg.get("confine"),
                                       fsize=msg.get("fsize"))
         except OSError as exc:  # EAGAIN: the user's process limit, or no memory
+            pid, failed = -1, exc
+        finally:
+            if group is not None and not self.groups.leave():  # before any kill of the group
+                group = None  # the worker is still in it: never killed with the run
+        if pid < 0:
+            if group is not None:
+                group.remove()
             send_msg(self.sock, {"ev": "error", "kind": "internal",
-                                 "message": f"cannot start the program: {exc}"})
+                                 "message": f"cannot start the program: {failed}"})
             return True
         if slots is not None:
             try:
@@ -460,6 +470,8 @@ class Worker:
         status, rusage, client_gone = self._wait(pid, own_group=slots is not None)
         wall = time.monotonic() - start
         trap = mcjit.take_trap(pid) if os.WIFSIGNALED(status) else None
+        if group is not None:
+            group.remove()  # the run's group killed whole, whatever it became
         kill_children()  # what the program left behind, setsid'd or not
         if client_gone:
             return False
