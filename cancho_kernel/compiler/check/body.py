@@ -283,7 +283,9 @@ class BodyChecker:
     def let(self, s: ast.Let) -> None:
         t = self.expr(s.value)
         if s.ty is not None:
-            want = self.resolver().resolve(s.ty)
+            tr = self.resolver()
+            want = tr.resolve(s.ty)
+            self.types.check_bounds(tr.instances)
             self.rel.coerce(t, want, s.value.span)
             t = want
         if t == UNIT:

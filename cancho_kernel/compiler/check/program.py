@@ -188,7 +188,7 @@ def sign_items(modules: dict[str, ModuleScope], reused: dict[str, CheckedModule]
         for it in own_items(m, reused):
             try:
                 if it.kind in ("fn", "extern"):
-                    it.sig = fn_signature(it, modules)
+                    it.sig = fn_signature(it, modules, prog.types.check_bounds)
                     if it.kind == "extern":
                         check_extern(it)
                         prog.externs[it.key] = it

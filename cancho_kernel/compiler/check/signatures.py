@@ -9,12 +9,12 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Optional
+from typing import Callable, Optional
 
 from .. import ast
 from ..diagnostics import Refusal, Rule
 from ..resolve import ItemRef, ModuleScope
-from ..source import SourceFile
+from ..source import SourceFile, Span
 from . import builtins as B
 from .types import (SCALARS, STATIC, Adt, BoxT, Cap, FnT, Handle, LabelT, Param, Ref, Region, Slice,
                     Tuple, Type)
@@ -60,6 +60,8 @@ class TypeDecl:
     fields: list[tuple[str, Type]] = field(default_factory=list)  # struct
     variants: list[tuple[str, list[Type]]] = field(default_factory=list)  # enum
     decl: Optional[ast.Node] = None
+    # Instantiations its members write (`Wrap[Box[int]]`), checked against their bounds.
+    instances: list[tuple[Adt, Span]] = field(default_factory=list)
 
 
 class TypeResolver:
@@ -72,6 +74,9 @@ class TypeResolver:
         self.edition = edition
         self.regions = regions
         self.tparams = tparams
+        # Every instantiation written with type arguments and where: the mode bounds of the
+        # declaration it names are checked once the type table is complete (`TypeTable.check_bounds`).
+        self.instances: list[tuple[Adt, Span]] = []
 
     def region(self, ident: ast.Ident) -> Region:
         if ident.name == "static":
@@ -140,7 +145,10 @@ class TypeResolver:
         n = len(decl.generics.types) if decl.generics else 0
         if len(args) != n:
             raise Refusal(Rule.ARITY_MISMATCH, f"`{name}` takes {n} type argument(s), found {len(args)}", te.span)
-        return Adt(item.key, name, args)
+        t = Adt(item.key, name, args)
+        if args:
+            self.instances.append((t, te.span))
+        return t
 
     def no_args(self, te: ast.NamedType) -> None:
         if te.args:
@@ -200,8 +208,9 @@ def split_fields(t: Adt) -> list[tuple[str, Type]]:
     return [(n, Cap(k, "" if k in B.LITERAL_CAPS else None)) for n, k in B.SPLIT_FIELDS[edition]]
 
 
-def generics_env(g: Optional[ast.Generics], owner: str, allow_where: bool = True):
-    """Region parameters, type parameters and where-pairs of a declaration."""
+def generics_env(g: Optional[ast.Generics], owner: str, allow_where: bool = True, all_val: bool = False):
+    """Region parameters, type parameters and where-pairs of a declaration; `all_val` for a `val`
+    declaration, whose parameters are `val` without a written bound (mode-polymorphism.md §3)."""
     regions: dict[str, Region] = {}
     tparams: dict[str, Param] = {}
     where: list[tuple[Region, Region]] = []
@@ -219,7 +228,7 @@ def generics_env(g: Optional[ast.Generics], owner: str, allow_where: bool = True
                 raise Refusal(Rule.MODE_BOUND_VIOLATED, "there is no `res` bound; an unbounded parameter is already checked as res", p.span)
             if p.name in regions or p.name in tparams:
                 raise Refusal(Rule.DUPLICATE_DECLARATION, f"`{p.name}` is declared twice in this bracket", p.span)
-            tparams[p.name] = Param(p.name, owner, p.bound == "val")
+            tparams[p.name] = Param(p.name, owner, all_val or p.bound == "val")
     for w in g.where:
         for ident in (w.inner, w.outer):
             if ident.name not in regions:
@@ -228,8 +237,10 @@ def generics_env(g: Optional[ast.Generics], owner: str, allow_where: bool = True
     return regions, tparams, where
 
 
-def fn_signature(item: ItemRef, modules: dict[str, ModuleScope]) -> FnSig:
-    """Resolve a `fn` or `extern fn` declaration into a signature (raises Refusal)."""
+def fn_signature(item: ItemRef, modules: dict[str, ModuleScope],
+                 bounds: Optional[Callable[[list[tuple[Adt, Span]]], None]] = None) -> FnSig:
+    """Resolve a `fn` or `extern fn` declaration into a signature (raises Refusal); `bounds`
+    checks the instantiations it writes against their declarations' mode bounds."""
     d = item.decl
     regions, tparams, where = generics_env(d.generics, item.key)
     tr = TypeResolver(modules, item.module, item.edition, regions, tparams)
@@ -245,6 +256,8 @@ def fn_signature(item: ItemRef, modules: dict[str, ModuleScope]) -> FnSig:
     for r in _regions_of(ret):
         if r is not STATIC and r.kind != "param":
             raise Refusal(Rule.REGION_NOT_IN_SCOPE, "a return type may only name region parameters or `static`", d.ret.span)
+    if bounds is not None:
+        bounds(tr.instances)
     kind = "extern" if isinstance(d, ast.ExternFn) else "fn"
     if d.pub:
         for (_, t), te in list(zip([p for p in params], [p.ty for p in d.params])) + [((None, ret), d.ret)]:
