@@ -509,8 +509,6 @@ class BodyChecker:
             fail(Rule.MODE_BOUND_VIOLATED, f"an arena holds only val data; `{ft}` is res", e.fill.span)
         if ft == UNIT:
             mismatch("a value", ft, e.fill.span)
-        if isinstance(ft, Ref) and isinstance(ft.target, Slice):
-            self.unsupported(f"arena slices of `{ft}`", e.fill.span)
         return Ref(reg, True, Slice(ft))
 
     def sliced(self, base: ast.Expr, positions: list, what: str) -> Ref:
