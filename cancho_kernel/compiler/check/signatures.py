@@ -19,6 +19,7 @@ from . import builtins as B
 from .types import (SCALARS, STATIC, Adt, BoxT, Cap, FnT, Handle, LabelT, Param, Ref, Region, Slice,
                     Tuple, Type)
 
+FOREIGN_ONLY = frozenset({"c_ptr", "c_int"})
 FFI_SCOPE = re.compile(r"^[A-Za-z0-9_.+\-]+$")
 
 
@@ -68,8 +69,11 @@ class TypeResolver:
     """Resolves written types in one declaration's context (module, edition, regions, params)."""
 
     def __init__(self, modules: dict[str, ModuleScope], module: str, edition: int,
-                 regions: dict[str, Region], tparams: dict[str, Param]):
+                 regions: dict[str, Region], tparams: dict[str, Param], foreign: bool = False):
         self.modules = modules
+        # `c_ptr` and `c_int` are names only in an `extern fn` signature (the reference's
+        # opaque-pointers.md §4, reach.md §3.4); anywhere else they are unknown types.
+        self.foreign = foreign
         self.module = module
         self.edition = edition
         self.regions = regions
@@ -123,6 +127,9 @@ class TypeResolver:
                 if te.args:
                     raise Refusal(Rule.TYPE_ARGS_NOT_TAKEN, f"type parameter `{name}` takes no type arguments", te.span)
                 return self.tparams[name]
+            if name in FOREIGN_ONLY and not self.foreign:
+                raise Refusal(Rule.UNKNOWN_NAME, f"unknown type `{name}`: `{name}` is written only in an "
+                              "`extern fn`'s parameters or result", te.name.span)
             if name in SCALARS and B.prelude_type_visible(name, self.edition):
                 self.no_args(te)
                 return SCALARS[name]
@@ -243,7 +250,8 @@ def fn_signature(item: ItemRef, modules: dict[str, ModuleScope],
     checks the instantiations it writes against their declarations' mode bounds."""
     d = item.decl
     regions, tparams, where = generics_env(d.generics, item.key)
-    tr = TypeResolver(modules, item.module, item.edition, regions, tparams)
+    tr = TypeResolver(modules, item.module, item.edition, regions, tparams,
+                      foreign=isinstance(d, ast.ExternFn))
     params: list[tuple[str, Type]] = []
     seen: set[str] = set()
     for p in d.params:
@@ -314,6 +322,6 @@ def builtin_signature(name: str, edition: int) -> Optional[FnSig]:
         return None
     d = _parsed_builtin(text)
     regions, tparams, where = generics_env(d.generics, "::" + name)
-    tr = TypeResolver({"": ModuleScope("")}, "", max(edition, 8), regions, tparams)
+    tr = TypeResolver({"": ModuleScope("")}, "", max(edition, 8), regions, tparams, foreign=True)
     params = [(p.name.name, tr.resolve(p.ty)) for p in d.params]
     return FnSig(name, "::" + name, regions, where, tparams, params, tr.row(d.row), tr.resolve(d.ret), "builtin", None)
