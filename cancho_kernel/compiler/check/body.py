@@ -30,7 +30,7 @@ from .aliasing import Aliases
 from .builtin_calls import BuiltinCalls
 from .unify import TypeRelations
 from .typetable import TypeTable
-from .types import (substitute, BOOL, BYTE, CINT, F32, FLOAT, INT, STATIC, UNIT, BoxT, Cap, FnT, Handle, Param, Prim,
+from .types import (substitute, BOOL, BYTE, CINT, F32, FLOAT, INT, STATIC, UNIT, Adt, BoxT, Cap, FnT, Handle, Param, Prim,
                     Ref, Region, Slice, Type, Var, children, regions_in)
 
 
@@ -370,6 +370,10 @@ class BodyChecker:
             fail(Rule.NOT_A_STRUCT, f"`let {s.struct.name} {{ .. }}` takes a struct apart, but this is `{t}`", s.value.span)
         self.agg.expect_named(s.qualifier, s.struct, t)
         fields = self.types.fields(t)
+        if isinstance(t, Adt) and t.key.startswith("::Split") and len(s.fields) != len(fields):
+            fail(Rule.ARITY_MISMATCH,  # the reference's signals.md §4: a Split pattern of another edition
+                 f"`Split` at edition {self.edition} has {len(fields)} fields "
+                 f"({', '.join(n for n, _ in fields)}); this pattern names {len(s.fields)}", s.span)
         names = {n for n, _ in fields}
         seen: set[str] = set()
         for f in s.fields:
