@@ -67,6 +67,14 @@ def check_signal_set(text: str, span: Span) -> None:
         raise Refusal(Rule.SIGNAL_NOT_CLAIMABLE, f"`\"{text}\"` names a signal twice; a set names each once", span)
 
 
+# Verbs whose capability must be lent: anything else there is `capability-misused`, as the
+# reference refuses it (net.md, signals.md §4), with why.
+MISUSED_UNLESS_BORROWED = {
+    "Net": "the network is reached through the capability that names what it may touch",
+    "Signals": "signals are claimed through the capability that names which ones",
+}
+
+
 def canonical_signals(text: str) -> str:
     """A checked set in its one spelling, alphabetical (the reference's signals.md §2.1): `narrow`
     answers it, so two programs naming one set have one type and one row."""
@@ -126,6 +134,9 @@ class BuiltinCalls:
         ct = self.chk.expr(e.args[0])
         target = self.rel.zonk(ct.target) if isinstance(ct, Ref) else None
         if not (isinstance(target, Cap) and target.kind == kind):
+            if kind in MISUSED_UNLESS_BORROWED:  # the reference's granted_net_bound and signals_watch
+                fail(Rule.CAPABILITY_MISUSED, f"`{ct}` is not a borrowed `{kind}`; {MISUSED_UNLESS_BORROWED[kind]}",
+                     e.args[0].span)
             fail(Rule.TYPE_MISMATCH, f"expected a borrowed `{kind}(..)` capability, found `{ct}`", e.args[0].span)
         if name == "signals_watch":
             check_signal_claim(target.literal or "", e.args[0].span)
