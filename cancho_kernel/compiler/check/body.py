@@ -193,7 +193,12 @@ class BodyChecker:
         typed.freeze()
         return CheckedFn(self.item, self.sig, tuple(final[p.uid] for p in self.params), typed, tuple(events),
                          frozenset(self.performed), tuple(self.callees), tuple(self.generic_calls),
-                         self.folded_operators, self.folded_calls)
+                         self.folded_operators, self.folded_calls, self.frozen_consts())
+
+    def frozen_consts(self) -> NodeMap:
+        """The literal trees' values, read-only, for the call evaluator (`callfold.py`)."""
+        self.consts.freeze()
+        return self.consts
 
     def settled(self, r, final: dict[int, Local]):
         """A resolution or binding record with its locals and type arguments settled."""

@@ -20,6 +20,7 @@ from . import effects as E
 from .body import BodyChecker, CheckedFn, Poisoned
 from .flow import check_flow
 from .linearity import check_linearity
+from .callfold import fold_program
 from .signatures import FnSig, fn_signature
 from .instantiation import check_instantiation
 from .typecycles import check_type_cycles
@@ -126,6 +127,9 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
         bad = check_instantiation(prog.fns)
         if bad is not None:
             diags.append(bad)
+    if not diags:
+        # Pure calls on constants, evaluated (a certain trap refuses the program): callfold.py.
+        diags.extend(fold_program([it for m in modules.values() for it in own_items(m, reused)], prog))
     if not diags:
         # Like the reference, `main`'s shape is judged once everything else has passed.
         diags.extend(check_main(modules, hint, prog))

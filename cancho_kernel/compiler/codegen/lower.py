@@ -747,6 +747,8 @@ class FnLowering:
 
     def call(self, e: ast.Call) -> Optional[ir.Value]:
         target: CallTarget = self.res(e)
+        if self.fn.evaluated is not None and e in self.fn.evaluated:
+            return self.evaluated_value(e)
         if target.kind is CallKind.FN:
             args = [self.expr(a) for a in e.args]
             tsub = {k: self.T(v) for k, v in target.subst.items() if k[0] == "T"}
@@ -771,6 +773,14 @@ class FnLowering:
         if target.kind is CallKind.EXTERN:
             return self.foreign_call(target, e)
         raise NotImplementedError(f"calls of kind {target.kind} are not supported yet by cancho-kernel's code generator")
+
+    def evaluated_value(self, e: ast.Call) -> ir.Value:
+        """A pure call the checker evaluated (check/callfold.py): its scalar value, no call."""
+        v = self.fn.evaluated[e]
+        lt = self.lty(self.ty(e))
+        if isinstance(v, float):
+            return ir.Constant(lt, v)
+        return ir.Constant(lt, int(v) & ((1 << lt.width) - 1) if not isinstance(v, bool) else int(v))
 
     def foreign_call(self, target: CallTarget, e: ast.Call) -> ir.Value:
         """A C call: capabilities dropped, a byte slice as (pointer, length), `bool` as i8,
