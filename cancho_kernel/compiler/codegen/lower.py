@@ -598,7 +598,8 @@ class FnLowering:
         lt = self.lty(self.ty(e.value))
         if lt is None:
             return None
-        at = self.bump(self.arena_slots(self.ty(e).region), ir.Constant(I64, self.layout.size(lt)))
+        size = self.layout.runtime.alloc_size(self.ty(e.value))  # a word a leaf (compiler/layout.py)
+        at = self.bump(self.arena_slots(self.ty(e).region), ir.Constant(I64, size))
         self.b.store(v, at, align=1)
         return at
 
