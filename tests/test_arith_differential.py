@@ -393,7 +393,10 @@ class Generator:
 
 def module_text(programs: list[Program]) -> str:
     """Every program as `p<k>`, and a `run` that prints p<k>() for k >= the start on stdin."""
-    calls = "\n".join(f"    if start <= {k} {{\n        put_line(io, p{k}());\n    }}" for k in range(len(programs)))
+    # Each through a function value: `p<k>()` itself, a pure call on no arguments, would be
+    # evaluated while compiling (check/callfold.py), and its trap refused rather than run.
+    calls = "\n".join(f"    if start <= {k} {{\n        let f = p{k};\n        put_line(io, f());\n    }}"
+                      for k in range(len(programs)))
     return ("edition 6;\n\n"
             "fn b2i(c: bool) -> [] int {\n    if c {\n        return 1;\n    }\n    return 0;\n}\n\n"
             + "\n\n".join(p.function(f"p{k}") for k, p in enumerate(programs))

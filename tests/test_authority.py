@@ -133,7 +133,8 @@ fn byte_of_sum() -> [] int { return int_of(byte_of(7)); }
 """)
     text = rep.text()
     assert text.startswith("performs nothing\nnever touches\n    the console\n")
-    assert "evaluated at compile time\n    1 operators\n    2 calls\n" in text
+    # `byte_of(7)` and `int_of` of it fold; `byte_of_sum()`, a pure call on no arguments, is evaluated.
+    assert "evaluated at compile time\n    1 operators\n    3 calls\n" in text
 
 
 def test_cli_authority_and_refusal(tmp_path):

@@ -102,7 +102,10 @@ def test_std_test_files_pass_and_fail_alike_split(path, worker):
         whole, parted = both(worker, ir, ["tests", t.name])
         assert observed(parted) == observed(whole), t.name
     after = worker.library_stats()[1]
-    assert (after.runs, after.fallbacks) == (before.runs + 1, before.fallbacks)
+    # A file whose std calls were all evaluated while compiling (pure calls on constants,
+    # check/callfold.py: test_dirs's numbers) has no std part left to split off.
+    split_off = 1 if 'define internal i64 @"lexs_std.' in ir or '@"lexs_std.' in ir else 0
+    assert (after.runs, after.fallbacks) == (before.runs + split_off, before.fallbacks)
 
 
 def compiled_ir_sources(sources: list[SourceFile]) -> str:

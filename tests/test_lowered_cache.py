@@ -26,6 +26,7 @@ fn main(world: World) -> [] int {{
     release(fs);
     release(heap);
     release(args);
+    var seed = 0;  // a variable, so the calls below are not evaluated while compiling
     borrow mut io as &!i in {{
         region line {{
             let out = alloc_slice[line](32, byte_of(0));
@@ -80,8 +81,8 @@ fn twice(n: int) -> [] int {
     return scale(n) + scale(n);
 }
 
-fn unrelated() -> [] int {
-    return 7;
+fn unrelated(n: int) -> [] int {
+    return 7 + n;
 }
 """
 
@@ -89,12 +90,12 @@ fn unrelated() -> [] int {
 def test_editing_a_body_lowers_only_that_function() -> None:
     cache = ModuleCache(max_programs=0)
     seen = Lowered(cache)
-    text = program(HELPERS, "twice(2) + unrelated()")
+    text = program(HELPERS, "twice(2 + seed) + unrelated(seed)")
     first = compile_text(text, cache)
     assert {"lexs_main", "lexs_scale", "lexs_twice", "lexs_unrelated", "lexs_std.fmt.put_int"} <= seen.since()
     again = compile_text(text, cache)
     assert again.ir == first.ir and seen.since() == set()
-    edited = program(HELPERS.replace("n * 3", "n * 4"), "twice(2) + unrelated()")
+    edited = program(HELPERS.replace("n * 3", "n * 4"), "twice(2 + seed) + unrelated(seed)")
     out = compile_text(edited, cache)
     assert seen.since() == {"lexs_scale"}  # its callers and std kept: the signature is unchanged
     assert out.ir == fresh_ir(edited) != first.ir
@@ -167,9 +168,10 @@ QUIET_MAIN = """import std.fmt;
 fn main(world: World) -> [] int {
     release(world);
     var at = 0;
+    var one = 1;  // a variable: `twice(1)` would be evaluated while compiling
     region line {
         let out = alloc_slice[line](32, byte_of(0));
-        at = fmt.put_int(out, 0, twice(1));
+        at = fmt.put_int(out, 0, twice(one));
     }
     return at;
 }
@@ -190,7 +192,7 @@ def test_an_edition_change_relowers_the_program_and_not_std() -> None:
 
 
 def test_a_new_compiler_version_reuses_nothing() -> None:
-    text = program(HELPERS, "twice(1)")
+    text = program(HELPERS, "twice(1 + seed)")
     cache = ModuleCache(max_programs=0, version="compiler one")
     seen = Lowered(cache)
     first = compile_text(text, cache)
@@ -203,11 +205,12 @@ def test_a_new_compiler_version_reuses_nothing() -> None:
 def test_a_std_module_edit_relowers_its_functions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     std = tmp_path / "std"
     std.mkdir()
-    module = "module std.a;\n\npub fn one() -> [] int {\n    return %d;\n}\n\npub fn other() -> [] int {\n    return 9;\n}\n"
+    module = ("module std.a;\n\npub fn one(n: int) -> [] int {\n    return %d + n;\n}\n\n"
+              "pub fn other(n: int) -> [] int {\n    return 9 + n;\n}\n")
     (std / "a.cho").write_text(module % 1)
     monkeypatch.setattr(resolve, "STD_DIR", std)
     text = ("import std.a;\n\nfn main(world: World) -> [] int {\n    release(world);\n"
-            "    return a.one() + a.other();\n}\n")
+            "    var seed = 0;\n    return a.one(seed) + a.other(seed);\n}\n")
     cache = ModuleCache(max_programs=0)
     seen = Lowered(cache)
     first = compile_text(text, cache)
@@ -220,7 +223,7 @@ def test_a_std_module_edit_relowers_its_functions(tmp_path: Path, monkeypatch: p
 
 def test_the_cache_is_bounded() -> None:
     cache = ModuleCache(max_programs=0, max_lowered=3)
-    compile_text(program(HELPERS, "twice(1) + unrelated()"), cache)
+    compile_text(program(HELPERS, "twice(1 + seed) + unrelated(seed)"), cache)
     assert len(cache.lowered) == 3
 
 
@@ -284,12 +287,12 @@ def test_kept_texts_that_disagree_make_the_module_lowered_afresh() -> None:
 
     cache = ModuleCache(max_programs=0)
     seen = Lowered(cache)
-    compile_text(program(HELPERS, "twice(2)"), cache)
+    compile_text(program(HELPERS, "twice(2 + seed)"), cache)
     seen.since()
     entries = cache.lowered._data  # the records, by key
     key = next(k for k, rec in entries.items() if rec.text.startswith('define internal i64 @"lexs_scale"'))
     entries[key] = dataclasses.replace(entries[key], globals=(("lexs_argc", '@"lexs_argc" = internal global i64 1'),))
-    edited = program(HELPERS.replace("return scale(n) + scale(n);", "return scale(n) * 2;"), "twice(2)")
+    edited = program(HELPERS.replace("return scale(n) + scale(n);", "return scale(n) * 2;"), "twice(2 + seed)")
     from cancho_kernel.compiler.check.program import check_program
     from cancho_kernel.compiler.codegen.lower import KeptTextsDisagree, ModuleLowering, lower_program
 

@@ -6,7 +6,10 @@ It fixes the arena capacity, each type's size and alignment, a slice element's s
 enum's payload words. Sizes follow the natural (C, LP64) layout of the LLVM types codegen emits
 for these types (codegen/layout.py): a record is a struct of its represented members, nested in
 chunks of RECORD_CHUNK; an enum is an 8-byte tag and a payload area of whole words; `bool` is one
-byte in a record. Codegen checks every stride it uses against LLVM's own ABI size.
+byte in a record. What a value takes *in an arena* (a slice element's stride, an `alloc`) is a
+word per scalar leaf instead, bytes in a byte slice packed, as the reference has it, so the same
+program exhausts an arena at the same element; codegen checks that no stride is below LLVM's
+own ABI size.
 """
 
 from __future__ import annotations
@@ -56,6 +59,7 @@ class RuntimeLayout:
     def __init__(self, types: TypeTable) -> None:
         self.types = types
         self._shapes: dict[Type, Optional[Shape]] = {}
+        self._leaves: dict[Type, int] = {}
 
     def shape(self, t: Type) -> Optional[Shape]:
         """Size and alignment of a value of type t; None when it has no run-time representation
@@ -103,14 +107,40 @@ class RuntimeLayout:
                 words = max(words, _round_up(s.size, WORD) // WORD)
         return words
 
+    def leaves(self, t: Type) -> int:
+        """How many scalar leaves a value is made of (the reference's defined-behaviour.md §5,
+        layout.md §1): a scalar, pointer, handle or function is one, a slice reference or boxed
+        slice two (pointer, length), an aggregate the sum of its members', an enum its tag and its
+        largest variant's; a capability none."""
+        if t in self._leaves:
+            return self._leaves[t]
+        if isinstance(t, Cap):
+            n = 0
+        elif isinstance(t, (Ref, BoxT)):
+            n = 2 if isinstance(t.target if isinstance(t, Ref) else t.inner, Slice) else \
+                (1 if self.shape(t) is not None else 0)
+        elif isinstance(t, Tuple):
+            n = sum(self.leaves(p) for p in t.parts)
+        elif isinstance(t, Adt) and self.types.is_struct(t):
+            n = sum(self.leaves(ft) for _, ft in self.types.fields(t))
+        elif isinstance(t, Adt) and self.types.is_enum(t):
+            n = 1 + max((sum(self.leaves(p) for p in ps) for _, ps in self.types.variants(t)), default=0)
+        else:
+            n = 1 if self.shape(t) is not None else 0
+        self._leaves[t] = n
+        return n
+
     def stride(self, elem: Type) -> int:
-        """Bytes one slice element takes: bytes are packed, `bool` takes a word, anything else
-        its size rounded up to whole words."""
+        """Bytes one slice element takes, which is what an arena's capacity is counted in (a trap
+        past it is observable): bytes are packed, and anything else takes a word per leaf, as the
+        reference lays it out (layout.md §1: an `Rgb` of three bytes is 24, so an arena holds
+        2,730). Never less than the natural size codegen stores (codegen/layout.py checks)."""
         if elem == BYTE:
             return 1
-        if elem == BOOL:
-            return WORD
-        s = self.shape(elem)
-        if s is None:
+        if self.shape(elem) is None:
             raise NotImplementedError(f"slices of `{elem}` have no run-time layout in cancho-kernel")
-        return max(WORD, _round_up(s.size, WORD))
+        return WORD * max(1, self.leaves(elem))
+
+    def alloc_size(self, t: Type) -> int:
+        """Bytes `alloc[r](v)` takes from its arena: a word per leaf, as a slice element."""
+        return WORD * max(1, self.leaves(t))

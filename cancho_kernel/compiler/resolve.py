@@ -7,6 +7,7 @@ qualifiers per module. `import std.x` adds the std library's module when no file
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 from typing import Optional
 
@@ -50,12 +51,24 @@ ITEM_KIND = {ast.FnDecl: "fn", ast.ExternFn: "extern", ast.StructDecl: "struct",
              ast.EnumDecl: "enum", ast.StaticDecl: "static"}
 
 
+@lru_cache(maxsize=8)
+def _std_listing(std_dir: Path, stamp: int) -> dict[str, Path]:
+    """Every std module under `std_dir` by dotted name (`io`, ...), as of `stamp`."""
+    return {".".join(p.relative_to(std_dir).with_suffix("").parts): p for p in std_dir.rglob("*.cho")}
+
+
+def std_modules() -> dict[str, Path]:
+    """The std modules by dotted name: an import is looked up here, so no name a program writes
+    (however long: `File name too long` was `internal`) is ever made into a path."""
+    return _std_listing(STD_DIR, STD_DIR.stat().st_mtime_ns)
+
+
 def std_source(module: str) -> Optional[SourceFile]:
     """The std library file for `std.x`, displayed as `<std>/x.cho`."""
     if not module.startswith("std."):
         return None
-    p = STD_DIR / (module[4:].replace(".", "/") + ".cho")
-    if not p.is_file():
+    p = std_modules().get(module[4:])
+    if p is None:
         return None
     return SourceFile(f"<std>/{p.name}", p.read_text(encoding="utf-8"))
 

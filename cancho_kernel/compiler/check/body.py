@@ -30,7 +30,7 @@ from .aliasing import Aliases
 from .builtin_calls import BuiltinCalls
 from .unify import TypeRelations
 from .typetable import TypeTable
-from .types import (substitute, BOOL, BYTE, CINT, F32, FLOAT, INT, STATIC, UNIT, BoxT, Cap, FnT, Handle, Param, Prim,
+from .types import (substitute, BOOL, BYTE, CINT, F32, FLOAT, INT, STATIC, UNIT, Adt, BoxT, Cap, FnT, Handle, Param, Prim,
                     Ref, Region, Slice, Type, Var, children, regions_in)
 
 
@@ -193,7 +193,12 @@ class BodyChecker:
         typed.freeze()
         return CheckedFn(self.item, self.sig, tuple(final[p.uid] for p in self.params), typed, tuple(events),
                          frozenset(self.performed), tuple(self.callees), tuple(self.generic_calls),
-                         self.folded_operators, self.folded_calls)
+                         self.folded_operators, self.folded_calls, self.frozen_consts())
+
+    def frozen_consts(self) -> NodeMap:
+        """The literal trees' values, read-only, for the call evaluator (`callfold.py`)."""
+        self.consts.freeze()
+        return self.consts
 
     def settled(self, r, final: dict[int, Local]):
         """A resolution or binding record with its locals and type arguments settled."""
@@ -283,7 +288,9 @@ class BodyChecker:
     def let(self, s: ast.Let) -> None:
         t = self.expr(s.value)
         if s.ty is not None:
-            want = self.resolver().resolve(s.ty)
+            tr = self.resolver()
+            want = tr.resolve(s.ty)
+            self.types.check_bounds(tr.instances)
             self.rel.coerce(t, want, s.value.span)
             t = want
         if t == UNIT:
@@ -368,6 +375,10 @@ class BodyChecker:
             fail(Rule.NOT_A_STRUCT, f"`let {s.struct.name} {{ .. }}` takes a struct apart, but this is `{t}`", s.value.span)
         self.agg.expect_named(s.qualifier, s.struct, t)
         fields = self.types.fields(t)
+        if isinstance(t, Adt) and t.key.startswith("::Split") and len(s.fields) != len(fields):
+            fail(Rule.ARITY_MISMATCH,  # the reference's signals.md §4: a Split pattern of another edition
+                 f"`Split` at edition {self.edition} has {len(fields)} fields "
+                 f"({', '.join(n for n, _ in fields)}); this pattern names {len(s.fields)}", s.span)
         names = {n for n, _ in fields}
         seen: set[str] = set()
         for f in s.fields:
@@ -507,8 +518,6 @@ class BodyChecker:
             fail(Rule.MODE_BOUND_VIOLATED, f"an arena holds only val data; `{ft}` is res", e.fill.span)
         if ft == UNIT:
             mismatch("a value", ft, e.fill.span)
-        if isinstance(ft, Ref) and isinstance(ft.target, Slice):
-            self.unsupported(f"arena slices of `{ft}`", e.fill.span)
         return Ref(reg, True, Slice(ft))
 
     def sliced(self, base: ast.Expr, positions: list, what: str) -> Ref:

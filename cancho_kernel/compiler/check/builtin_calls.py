@@ -66,6 +66,35 @@ def check_signal_set(text: str, span: Span) -> None:
     if len(set(names)) != len(names):
         raise Refusal(Rule.SIGNAL_NOT_CLAIMABLE, f"`\"{text}\"` names a signal twice; a set names each once", span)
 
+
+# Verbs whose capability must be lent: anything else there is `capability-misused`, as the
+# reference refuses it (net.md, signals.md §4), with why.
+MISUSED_UNLESS_BORROWED = {
+    "Net": "the network is reached through the capability that names what it may touch",
+    "Signals": "signals are claimed through the capability that names which ones",
+}
+
+
+def canonical_signals(text: str) -> str:
+    """A checked set in its one spelling, alphabetical (the reference's signals.md §2.1): `narrow`
+    answers it, so two programs naming one set have one type and one row."""
+    names = set(text.split(","))
+    return ",".join(n for n in CLAIMABLE_SIGNALS if n in names)
+
+
+def check_signal_claim(held: str, span: Span) -> None:
+    """`signals_watch` claims the set its capability names: never the root (`capability-misused`:
+    the authority report could not say which), and a set written canonically (signals.md §4)."""
+    if not held:
+        raise Refusal(Rule.CAPABILITY_MISUSED,
+                      "this `Signals` is not narrowed to the signals it will claim; `narrow(signals, \"INT,TERM\")` "
+                      "first, so the authority report can say which", span)
+    check_signal_set(held, span)
+    if canonical_signals(held) != held:
+        raise Refusal(Rule.SIGNAL_NOT_CLAIMABLE, f"the set `{held}` is not written canonically; a set is "
+                      f"alphabetical, `{canonical_signals(held)}`", span)
+
+
 if TYPE_CHECKING:
     from .body import BodyChecker
 
@@ -105,7 +134,12 @@ class BuiltinCalls:
         ct = self.chk.expr(e.args[0])
         target = self.rel.zonk(ct.target) if isinstance(ct, Ref) else None
         if not (isinstance(target, Cap) and target.kind == kind):
+            if kind in MISUSED_UNLESS_BORROWED:  # the reference's granted_net_bound and signals_watch
+                fail(Rule.CAPABILITY_MISUSED, f"`{ct}` is not a borrowed `{kind}`; {MISUSED_UNLESS_BORROWED[kind]}",
+                     e.args[0].span)
             fail(Rule.TYPE_MISMATCH, f"expected a borrowed `{kind}(..)` capability, found `{ct}`", e.args[0].span)
+        if name == "signals_watch":
+            check_signal_claim(target.literal or "", e.args[0].span)
         sig = cap_verb_signature(name, target.literal or "")
         ret, subst = self.chk.call_sig(sig, e, first=ct)
         self.chk.performed |= set(sig.row)
@@ -141,8 +175,9 @@ class BuiltinCalls:
             fail(Rule.CAPABILITY_NOT_NARROWABLE, several_children_refusal(t.kind, e.args[0], lits), e.span)
         path_like = t.kind in ("Fs", "Exec")
         if t.kind == "Signals":
-            for lit, a in zip(lits, e.args[1:]):
-                check_signal_set(lit, a.span)
+            for k, a in enumerate(e.args[1:]):
+                check_signal_set(lits[k], a.span)
+                lits[k] = canonical_signals(lits[k])
         for lit, a in zip(lits, e.args[1:]):
             if lit == t.literal:
                 fail(Rule.CAPABILITY_NOT_NARROWABLE, f"this narrows `{t.literal}` to itself; a narrowing must shrink the scope",

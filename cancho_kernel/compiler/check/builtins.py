@@ -229,7 +229,9 @@ CAP_VERBS: dict[str, tuple[str, str, str]] = {
                     "fn tcp_connect[&n, &h](net: &n Net(\"\"), host: &h [byte], port: int) -> [net_out(\"\")] Dialed"),
     "udp_connect": ("Net", "net_out",
                     "fn udp_connect[&n, &h](net: &n Net(\"\"), host: &h [byte], port: int) -> [net_out(\"\")] UdpOpened"),
-    "udp_bind": ("Net", "net_in", "fn udp_bind[&n](net: &n Net(\"\"), port: int) -> [net_in(\"\")] UdpOpened"),
+    # `flags` bit 1 is SO_REUSEPORT, as tcp_listen's (the reference's udp.md §3, §10).
+    "udp_bind": ("Net", "net_in",
+                 "fn udp_bind[&n](net: &n Net(\"\"), port: int, flags: int) -> [net_in(\"\")] UdpOpened"),
 }
 
 # Network (editions 2 and 5), the poller and signals (edition 6): the rest of the reference's

@@ -5,12 +5,13 @@ resolution records live in `typed.py`; both are immutable once the checker retur
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Optional
 
 from .. import ast
 from ..resolve import ItemRef
 from .signatures import FnSig
 from .typed import (ArmBinding, BorrowBinding, CallKind, CallTarget, FnValue, Local, LocalKind,  # noqa: F401
-                    MatchShape, Member, MemberMode, StaticRef, TypedBody)
+                    MatchShape, Member, MemberMode, NodeMap, StaticRef, TypedBody)
 from .types import LabelT
 
 
@@ -34,6 +35,12 @@ class CheckedFn:
     generic_calls: tuple[ast.Call, ...]
     folded_operators: int = 0
     folded_calls: int = 0
+    # The checker's values of literal trees (expression -> value), frozen: what `callfold.py`
+    # takes as constant arguments.
+    consts: Optional[NodeMap] = None
+    # Pure calls on constants evaluated at compile time (call -> scalar value; `callfold.py`):
+    # codegen emits the value in the call's place.
+    evaluated: Optional[NodeMap] = None
 
     @property
     def body(self) -> ast.Block:

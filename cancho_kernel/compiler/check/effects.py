@@ -84,12 +84,14 @@ def undischarged(performed: Iterable[LabelT], owned: list[Cap | Handle]) -> set[
 
 
 def check_row(declared: frozenset, performed: set, owned: list[Cap | Handle]) -> Optional[tuple[str, LabelT]]:
-    """('not-declared', label) or ('not-performed', label) for the first violation, else None."""
+    """('not-declared', label) or ('not-performed', label) for the first violation, else None.
+    Both directions read what is left once owned parameters discharged their labels, as the
+    reference does: an owned `Clock` leaves nothing for a declared `clock` to cover."""
     rest = undischarged(performed, owned)
     for l in sorted(rest, key=lambda x: (x.name, x.arg or "")):
         if not any(covers(d, l) for d in declared):
             return ("not-declared", l)
     for d in sorted(declared, key=lambda x: (x.name, x.arg or "")):
-        if not any(covers(d, p) for p in performed):
+        if not any(covers(d, p) for p in rest):
             return ("not-performed", d)
     return None

@@ -20,6 +20,7 @@ from . import effects as E
 from .body import BodyChecker, CheckedFn, Poisoned
 from .flow import check_flow
 from .linearity import check_linearity
+from .callfold import fold_program
 from .signatures import FnSig, fn_signature
 from .instantiation import check_instantiation
 from .typecycles import check_type_cycles
@@ -127,6 +128,9 @@ def check_parsed(files: list[ast.File], diags: list[Diagnostic], hint: Optional[
         if bad is not None:
             diags.append(bad)
     if not diags:
+        # Pure calls on constants, evaluated (a certain trap refuses the program): callfold.py.
+        diags.extend(fold_program([it for m in modules.values() for it in own_items(m, reused)], prog))
+    if not diags:
         # Like the reference, `main`'s shape is judged once everything else has passed.
         diags.extend(check_main(modules, hint, prog))
     if not diags:
@@ -188,7 +192,7 @@ def sign_items(modules: dict[str, ModuleScope], reused: dict[str, CheckedModule]
         for it in own_items(m, reused):
             try:
                 if it.kind in ("fn", "extern"):
-                    it.sig = fn_signature(it, modules)
+                    it.sig = fn_signature(it, modules, prog.types.check_bounds)
                     if it.kind == "extern":
                         check_extern(it)
                         prog.externs[it.key] = it

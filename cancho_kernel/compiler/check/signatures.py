@@ -9,16 +9,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Optional
+from typing import Callable, Optional
 
 from .. import ast
 from ..diagnostics import Refusal, Rule
 from ..resolve import ItemRef, ModuleScope
-from ..source import SourceFile
+from ..source import SourceFile, Span
 from . import builtins as B
 from .types import (SCALARS, STATIC, Adt, BoxT, Cap, FnT, Handle, LabelT, Param, Ref, Region, Slice,
                     Tuple, Type)
 
+FOREIGN_ONLY = frozenset({"c_ptr", "c_int"})
 FFI_SCOPE = re.compile(r"^[A-Za-z0-9_.+\-]+$")
 
 
@@ -60,18 +61,26 @@ class TypeDecl:
     fields: list[tuple[str, Type]] = field(default_factory=list)  # struct
     variants: list[tuple[str, list[Type]]] = field(default_factory=list)  # enum
     decl: Optional[ast.Node] = None
+    # Instantiations its members write (`Wrap[Box[int]]`), checked against their bounds.
+    instances: list[tuple[Adt, Span]] = field(default_factory=list)
 
 
 class TypeResolver:
     """Resolves written types in one declaration's context (module, edition, regions, params)."""
 
     def __init__(self, modules: dict[str, ModuleScope], module: str, edition: int,
-                 regions: dict[str, Region], tparams: dict[str, Param]):
+                 regions: dict[str, Region], tparams: dict[str, Param], foreign: bool = False):
         self.modules = modules
+        # `c_ptr` and `c_int` are names only in an `extern fn` signature (the reference's
+        # opaque-pointers.md §4, reach.md §3.4); anywhere else they are unknown types.
+        self.foreign = foreign
         self.module = module
         self.edition = edition
         self.regions = regions
         self.tparams = tparams
+        # Every instantiation written with type arguments and where: the mode bounds of the
+        # declaration it names are checked once the type table is complete (`TypeTable.check_bounds`).
+        self.instances: list[tuple[Adt, Span]] = []
 
     def region(self, ident: ast.Ident) -> Region:
         if ident.name == "static":
@@ -118,6 +127,9 @@ class TypeResolver:
                 if te.args:
                     raise Refusal(Rule.TYPE_ARGS_NOT_TAKEN, f"type parameter `{name}` takes no type arguments", te.span)
                 return self.tparams[name]
+            if name in FOREIGN_ONLY and not self.foreign:
+                raise Refusal(Rule.UNKNOWN_NAME, f"unknown type `{name}`: `{name}` is written only in an "
+                              "`extern fn`'s parameters or result", te.name.span)
             if name in SCALARS and B.prelude_type_visible(name, self.edition):
                 self.no_args(te)
                 return SCALARS[name]
@@ -140,7 +152,10 @@ class TypeResolver:
         n = len(decl.generics.types) if decl.generics else 0
         if len(args) != n:
             raise Refusal(Rule.ARITY_MISMATCH, f"`{name}` takes {n} type argument(s), found {len(args)}", te.span)
-        return Adt(item.key, name, args)
+        t = Adt(item.key, name, args)
+        if args:
+            self.instances.append((t, te.span))
+        return t
 
     def no_args(self, te: ast.NamedType) -> None:
         if te.args:
@@ -200,8 +215,9 @@ def split_fields(t: Adt) -> list[tuple[str, Type]]:
     return [(n, Cap(k, "" if k in B.LITERAL_CAPS else None)) for n, k in B.SPLIT_FIELDS[edition]]
 
 
-def generics_env(g: Optional[ast.Generics], owner: str, allow_where: bool = True):
-    """Region parameters, type parameters and where-pairs of a declaration."""
+def generics_env(g: Optional[ast.Generics], owner: str, allow_where: bool = True, all_val: bool = False):
+    """Region parameters, type parameters and where-pairs of a declaration; `all_val` for a `val`
+    declaration, whose parameters are `val` without a written bound (mode-polymorphism.md §3)."""
     regions: dict[str, Region] = {}
     tparams: dict[str, Param] = {}
     where: list[tuple[Region, Region]] = []
@@ -219,7 +235,7 @@ def generics_env(g: Optional[ast.Generics], owner: str, allow_where: bool = True
                 raise Refusal(Rule.MODE_BOUND_VIOLATED, "there is no `res` bound; an unbounded parameter is already checked as res", p.span)
             if p.name in regions or p.name in tparams:
                 raise Refusal(Rule.DUPLICATE_DECLARATION, f"`{p.name}` is declared twice in this bracket", p.span)
-            tparams[p.name] = Param(p.name, owner, p.bound == "val")
+            tparams[p.name] = Param(p.name, owner, all_val or p.bound == "val")
     for w in g.where:
         for ident in (w.inner, w.outer):
             if ident.name not in regions:
@@ -228,11 +244,14 @@ def generics_env(g: Optional[ast.Generics], owner: str, allow_where: bool = True
     return regions, tparams, where
 
 
-def fn_signature(item: ItemRef, modules: dict[str, ModuleScope]) -> FnSig:
-    """Resolve a `fn` or `extern fn` declaration into a signature (raises Refusal)."""
+def fn_signature(item: ItemRef, modules: dict[str, ModuleScope],
+                 bounds: Optional[Callable[[list[tuple[Adt, Span]]], None]] = None) -> FnSig:
+    """Resolve a `fn` or `extern fn` declaration into a signature (raises Refusal); `bounds`
+    checks the instantiations it writes against their declarations' mode bounds."""
     d = item.decl
     regions, tparams, where = generics_env(d.generics, item.key)
-    tr = TypeResolver(modules, item.module, item.edition, regions, tparams)
+    tr = TypeResolver(modules, item.module, item.edition, regions, tparams,
+                      foreign=isinstance(d, ast.ExternFn))
     params: list[tuple[str, Type]] = []
     seen: set[str] = set()
     for p in d.params:
@@ -245,6 +264,8 @@ def fn_signature(item: ItemRef, modules: dict[str, ModuleScope]) -> FnSig:
     for r in _regions_of(ret):
         if r is not STATIC and r.kind != "param":
             raise Refusal(Rule.REGION_NOT_IN_SCOPE, "a return type may only name region parameters or `static`", d.ret.span)
+    if bounds is not None:
+        bounds(tr.instances)
     kind = "extern" if isinstance(d, ast.ExternFn) else "fn"
     if d.pub:
         for (_, t), te in list(zip([p for p in params], [p.ty for p in d.params])) + [((None, ret), d.ret)]:
@@ -301,6 +322,6 @@ def builtin_signature(name: str, edition: int) -> Optional[FnSig]:
         return None
     d = _parsed_builtin(text)
     regions, tparams, where = generics_env(d.generics, "::" + name)
-    tr = TypeResolver({"": ModuleScope("")}, "", max(edition, 8), regions, tparams)
+    tr = TypeResolver({"": ModuleScope("")}, "", max(edition, 8), regions, tparams, foreign=True)
     params = [(p.name.name, tr.resolve(p.ty)) for p in d.params]
     return FnSig(name, "::" + name, regions, where, tparams, params, tr.row(d.row), tr.resolve(d.ret), "builtin", None)

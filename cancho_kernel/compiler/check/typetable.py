@@ -12,6 +12,7 @@ from .. import ast
 from ..diagnostics import Refusal, Rule
 from ..resolve import ItemRef, ModuleScope
 from .signatures import TypeDecl, TypeResolver, generics_env, split_fields
+from ..source import Span
 from .types import INT, Adt, BoxT, Cap, Handle, Param, Tuple, Type, substitute
 
 PRELUDE_DECLS: dict[str, TypeDecl] = {
@@ -82,7 +83,7 @@ class TypeTable:
     def declare(self, item: ItemRef, modules: dict[str, ModuleScope]) -> TypeDecl:
         """Resolve a struct or enum declaration's members (raises Refusal)."""
         d = item.decl
-        _, tparams, _ = generics_env(d.generics, item.key)
+        _, tparams, _ = generics_env(d.generics, item.key, all_val=d.mode == "val")
         tr = TypeResolver(modules, item.module, item.edition, {}, tparams)
         td = TypeDecl(item.key, item.name, "struct" if isinstance(d, ast.StructDecl) else "enum",
                       d.mode, list(tparams.values()), decl=d)
@@ -102,6 +103,7 @@ class TypeTable:
                     raise Refusal(Rule.DUPLICATE_DECLARATION, f"variant `{v.name.name}` is declared twice", v.name.span)
                 seen.add(v.name.name)
                 td.variants.append((v.name.name, [tr.resolve(t) for t in v.payload]))
+        td.instances = list(tr.instances)
         self.decls[item.key] = td
         return td
 
@@ -174,10 +176,27 @@ class TypeTable:
             return any(self.is_res(m) for m in members)
         return False
 
+    def check_bounds(self, instances: list[tuple[Adt, Span]]) -> None:
+        """Each written instantiation keeps its declaration's bounds: every argument of a `val`
+        declaration, and each `[T: val]` one, is val (mode-polymorphism.md §3, the reference's check
+        where a type argument is written); read against the bounds of the declaration it is
+        written inside, which its `Param`s carry."""
+        for t, span in instances:
+            td = self.decls.get(t.key)
+            if td is None:
+                continue
+            for p, a in zip(td.tparams, t.args):
+                if not p.bound_val or not self.is_res(a):
+                    continue
+                because = (f"`{td.name}` is declared `val`, so its type arguments are `val` too"
+                           if td.mode == "val" else f"`{td.name}` bounds `{p.name}` by `val`")
+                raise Refusal(Rule.MODE_BOUND_VIOLATED, f"{because}, and `{a}` is `res`", span)
+
     def check_decl(self, td: TypeDecl) -> None:
         """Declaration-level rule: a `val` aggregate holding res members (infinite and
         non-regular types are `typecycles.py`'s, decided before this runs)."""
         d = td.decl
+        self.check_bounds(td.instances)
         if td.mode == "val":
             tuple(p for p in td.tparams)
             members = [ft for _, ft in td.fields] + [p for _, ps in td.variants for p in ps]

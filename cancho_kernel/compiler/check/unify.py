@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 from ..source import Span
 from .refusals import fail, mismatch
 from .types import (STATIC, Adt, BoxT, Cap, FnT, Param, Ref, Region, Slice, Tuple, Type, Var,
-                    map_type, regions_in, substitute, walk)
+                    children, map_type, regions_in, substitute, walk)
 
 if TYPE_CHECKING:
     from ..resolve import ItemRef
@@ -134,7 +134,8 @@ class TypeRelations:
             for f, a in zip(formal.args, actual.args):
                 self.bind(f, a, tsub, rsub, callee_regions, span, top=False)
             return
-        if isinstance(formal, FnT) and isinstance(actual, FnT) and self.fn_types_match(formal, actual):
+        if isinstance(formal, FnT) and isinstance(actual, FnT) \
+                and self.fn_types_match(formal, actual, tsub):
             return
         if formal == actual:
             return
@@ -146,13 +147,21 @@ class TypeRelations:
         own = {r.uid for r in self.sig.regions.values()}
         return {r.uid for r in regions_in(t) if r.kind == "param" and r.uid not in own}
 
-    def fn_types_match(self, formal: FnT, actual: FnT) -> bool:
-        """Function types agree up to renaming the actual's foreign region parameters."""
+    def fn_types_match(self, formal: FnT, actual: FnT, tsub: dict | None = None) -> bool:
+        """Function types agree up to renaming the actual's foreign region parameters; a callee's
+        type parameter inside the formal (`less: fn(T, T) -> [] bool`) is chosen by its first
+        occurrence, in `tsub`, and must then agree (no coercion inside a function type)."""
         free = self.foreign_regions(actual)
         mapping: dict[int, object] = {}
 
         def eq(f: Type, a: Type) -> bool:
             f, a = self.zonk(f), self.zonk(a)
+            if isinstance(f, Param) and tsub is not None and f.owner != self.item.key:
+                cur = tsub.get(f.name)
+                if cur is None:
+                    tsub[f.name] = a
+                    return True
+                return eq(cur, a)
             if isinstance(f, Ref) and isinstance(a, Ref):
                 if f.unique != a.unique:
                     return False
@@ -166,6 +175,11 @@ class TypeRelations:
             if isinstance(f, FnT) and isinstance(a, FnT):
                 return (len(f.params) == len(a.params) and f.row == a.row
                         and all(eq(x, y) for x, y in zip(f.params, a.params)) and eq(f.ret, a.ret))
+            if type(f) is type(a) and isinstance(f, (Slice, Tuple, BoxT, Adt)):
+                if isinstance(f, Adt) and f.key != a.key:
+                    return False
+                fs, as_ = children(f), children(a)
+                return len(fs) == len(as_) and all(eq(x, y) for x, y in zip(fs, as_))
             return f == a
 
         return eq(formal, actual)

@@ -203,4 +203,6 @@ class FnKeys:
             body = f"program\0{self.interface()}\0{getattr(item, 'edition', '')}\0{len(text)}\0{text}"
         h = hashlib.sha256(f"{self.version}\0{fn_key}\0{name}\0".encode())
         h.update(body.encode("utf-8", "surrogatepass"))
+        if fn.evaluated is not None:  # calls evaluated at compile time: their values are in the text
+            h.update(f"\0evaluated {[v for _, v in fn.evaluated.items()]!r}".encode())
         return h.hexdigest()

@@ -665,7 +665,8 @@ class FnLowering:
         lt = self.lty(self.ty(e.value))
         if lt is None:
             return None
-        at = self.bump(self.arena_slots(self.ty(e).region), ir.Constant(I64, self.layout.size(lt)))
+        size = self.layout.runtime.alloc_size(self.ty(e.value))  # a word a leaf (compiler/layout.py)
+        at = self.bump(self.arena_slots(self.ty(e).region), ir.Constant(I64, size))
         self.b.store(v, at, align=1)
         return at
 
@@ -815,6 +816,8 @@ class FnLowering:
 
     def call(self, e: ast.Call) -> Optional[ir.Value]:
         target: CallTarget = self.res(e)
+        if self.fn.evaluated is not None and e in self.fn.evaluated:
+            return self.evaluated_value(e)
         if target.kind is CallKind.FN:
             args = [self.expr(a) for a in e.args]
             tsub = {k: self.T(v) for k, v in target.subst.items() if k[0] == "T"}
@@ -839,6 +842,14 @@ class FnLowering:
         if target.kind is CallKind.EXTERN:
             return self.foreign_call(target, e)
         raise NotImplementedError(f"calls of kind {target.kind} are not supported yet by cancho-kernel's code generator")
+
+    def evaluated_value(self, e: ast.Call) -> ir.Value:
+        """A pure call the checker evaluated (check/callfold.py): its scalar value, no call."""
+        v = self.fn.evaluated[e]
+        lt = self.lty(self.ty(e))
+        if isinstance(v, float):
+            return ir.Constant(lt, v)
+        return ir.Constant(lt, int(v) & ((1 << lt.width) - 1) if not isinstance(v, bool) else int(v))
 
     def foreign_call(self, target: CallTarget, e: ast.Call) -> ir.Value:
         """A C call: capabilities dropped, a byte slice as (pointer, length), `bool` as i8,

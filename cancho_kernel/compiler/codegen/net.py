@@ -623,7 +623,7 @@ def bi_udp_attach(self: "BuiltinLowering", e, args):
 def bi_udp_bind(self: "BuiltinLowering", e, args):
     n = net(self)
     n.check_port(args[1], n.literal(e))
-    fd, reason = n.bound_socket(args[1], SOCK_DGRAM, None, None)
+    fd, reason = n.bound_socket(args[1], SOCK_DGRAM, None, args[2])
     return n.opened(e, fd, reason)
 
 
