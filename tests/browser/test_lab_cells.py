@@ -92,7 +92,7 @@ def test_asm_diff_is_a_side_by_side_table(lab, screenshots):
     assert table.locator("tbody tr").count() > 4
     changed = table.locator("tbody tr:not(.equal)")
     assert changed.count() > 0  # the trap's lines are on one side only
-    assert "ud2" in table.locator("tbody tr:not(.equal) td:first-child").all_inner_texts().__str__()
+    assert "ud1l" in table.locator("tbody tr:not(.equal) td:first-child").all_inner_texts().__str__()
     box = table.bounding_box()
     assert box is not None and box["width"] > 300, box
     lab.page.screenshot(path=str(screenshots / "cells-asm-diff.png"))
