@@ -1,7 +1,9 @@
 """Located traps (issue 25 item 3): a trap says which check fired and where, on both backends,
 while the program's own output, status and signal stay exactly what they were.
 
-Each trap site has its own trap instruction holding its number (compiler/trapsites.py); the
+`run` takes a value known only at run time (the argument count): a pure call on constants is
+evaluated while compiling, and a certain trap there is refused (`constant-traps`) before it could
+be located. Each trap site has its own trap instruction holding its number (compiler/trapsites.py); the
 supervisor reads the number at the faulting address (backends/trapreport.py) and the compiler's
 side table names the site. Before this, a trap was one shared `ud2` per function and every run
 said only `killed by signal 4 (SIGILL)`: each test here failed (no `trap_site`, no table).
@@ -36,8 +38,12 @@ fn main(world: World) -> [] int {
     release(ffi);
     release(fs);
     release(heap);
+    var seed = 0;
+    borrow args as &a in {
+        seed = arg_count(a);
+    }
     release(args);
-    return run();
+    return run(seed);
 }
 """
 
@@ -99,7 +105,7 @@ CASES = [
 
 def source_of(c: Case) -> str:
     body = "\n".join("    " + ln for ln in c.body.split("\n"))
-    return f"{c.imports}\nfn run() -> [] int {{\n{body}\n}}\n{MAIN}"
+    return f"{c.imports}\nfn run(seed: int) -> [] int {{\n{body}\n}}\n{MAIN}"
 
 
 @pytest.fixture(scope="module")
@@ -190,7 +196,7 @@ def test_a_plain_executable_traps_as_before(tmp_path):
 
 def test_a_sigill_sent_by_kill_is_no_site(tmp_path):
     """A SIGILL from kill(2) carries no faulting address: nothing is reported, never a guess."""
-    src = ("fn run() -> [] int {\n    var n = 0;\n    while true {\n        n = n + 0;\n    }\n    return n;\n}\n" + MAIN)
+    src = ("fn run(seed: int) -> [] int {\n    var n = 0;\n    while true {\n        n = n + 0;\n    }\n    return n;\n}\n" + MAIN)
     res = api.compile_sources([SourceFile("p.cho", src)])
     assert res.ok
     from cancho_kernel.compiler.backends import exe, measure

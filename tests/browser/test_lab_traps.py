@@ -1,5 +1,7 @@
 """A trapped cell in JupyterLab (issue 25 item 3): the error shows which check fired and where —
-the cell, line and column, the source line and a caret — not only `killed by signal 4`."""
+the cell, line and column, the source line and a caret — not only `killed by signal 4`. The
+operand comes from the program's arguments: on constants the call would be evaluated while
+compiling and refused (`constant-traps`)."""
 
 from __future__ import annotations
 
@@ -12,8 +14,14 @@ TRAP_CELL = """fn add(a: int, b: int) -> [] int {
 }
 
 fn main(world: World) -> [] int {
-    release(world);
-    return add(9223372036854775807, 1);
+    let Split { io, ffi, fs, heap, args } = split(world);
+    release(io); release(ffi); release(fs); release(heap);
+    var one = 0;
+    borrow args as &a in {
+        one = arg_count(a);
+    }
+    release(args);
+    return add(9223372036854775807, one);
 }"""
 
 
