@@ -54,14 +54,19 @@ def cell(session: Session, code: str) -> Ctx:
     return ctx
 
 
-def test_fmt_shows_the_diff_and_replaces_the_cell_without_touching_the_session():
+def test_fmt_shows_the_diff_and_replaces_the_cell_only_when_asked():
+    """Regression: a replacing payload from every %%fmt cell made JupyterLab's Run All rewrite
+    whichever cell was current (the formatting notebook failed in the browser suite)."""
+    plain = cell(Session(), "%%fmt\n" + MESSY)
+    assert not plain.failed and plain.payload == [] and "+    return a + 0x10;" in plain.texts[0]
+    assert cell(Session(), "%%fmt --bogus\n" + MESSY).failed
     s = Session()
-    ctx = cell(s, "%%fmt\n" + MESSY)
+    ctx = cell(s, "%%fmt --replace\n" + MESSY)
     assert not ctx.failed, ctx.texts
     assert "-fn f(a:int)->[] int{return (a)+0x10;}" in ctx.texts[0] and "+    return a + 0x10;" in ctx.texts[0]
     assert ctx.payload == [{"source": "set_next_input", "text": TIDY.rstrip("\n"), "replace": True}]
     assert not s.items
-    again = cell(s, "%%fmt\n" + TIDY)
+    again = cell(s, "%%fmt --replace\n" + TIDY)
     assert again.texts == ["already in the canonical layout"] and again.payload == []
 
 
@@ -90,7 +95,7 @@ def kernel():
 
 
 def test_fmt_reaches_the_frontend_as_a_replacing_set_next_input(kernel):
-    out = run(kernel, "%%fmt\n" + MESSY)
+    out = run(kernel, "%%fmt --replace\n" + MESSY)
     assert out.status == "ok", out.error
     assert out.reply["content"]["payload"] == [
         {"source": "set_next_input", "text": TIDY.rstrip("\n"), "replace": True}]

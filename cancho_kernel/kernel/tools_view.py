@@ -2,10 +2,12 @@
 (the CLI's are ``tools_cli.py``).
 
 * ``%%fmt`` formats the cell's text (``compiler/fmt.py``) and shows what changed as a unified diff
-  (or says it is already in the canonical layout). The kernel cannot edit a cell, so the cell's new
-  text goes back as a ``set_next_input`` payload with ``replace: true``, which JupyterLab and
-  Notebook 7 apply to the cell itself: the cell becomes its formatted text (its directive lines
-  go). Nothing is checked or run, and the session does not change.
+  (or says it is already in the canonical layout). ``%%fmt --replace`` also rewrites the cell: the
+  kernel cannot edit a cell, so the new text goes back as a ``set_next_input`` payload with
+  ``replace: true``, which JupyterLab and Notebook 7 apply to the cell itself (its directive lines
+  go). It is asked for, not the default, because a frontend applies it to the cell it thinks is
+  current: under Run All, JupyterLab's current cell is not the one that ran. Nothing is checked
+  or run, and the session does not change.
 * ``%layout [TYPE]`` (on a cell of its own) shows ``cancho layout``'s table for the session's types,
   or one type's row.
 * ``%ids`` (on a cell of its own) shows ``cancho ids``'s report for the session's items.
@@ -23,13 +25,16 @@ from .directives import Body, Context, directive
 from .options import DirectiveError, split_args
 
 
-@directive("%%fmt", "%%fmt", "format the cell's text in the canonical layout (comments, blank lines and literal "
-           "spellings kept): shows the diff and replaces the cell's text; nothing runs")
+@directive("%%fmt", "%%fmt [--replace]", "format the cell's text in the canonical layout (comments, blank "
+           "lines and literal spellings kept): shows the diff; with --replace the cell's text is replaced by "
+           "it (not under Run All: the frontend replaces its current cell); nothing runs")
 def _fmt(ctx: Context, args: str, body: Body) -> None:
     from ..compiler.fmt import Failure, FormatError, format_text
 
-    if split_args(args):
-        raise DirectiveError("%%fmt takes no options")
+    words = split_args(args)
+    if words not in ([], ["--replace"]):
+        raise DirectiveError(f"%%fmt takes only --replace, not `{' '.join(words)}`")
+    replace = words == ["--replace"]
     name = body.path or body.cell_name or "cell"
     written = body.text if body.text.endswith("\n") else body.text + "\n"  # a cell has no final newline
     try:
@@ -47,7 +52,7 @@ def _fmt(ctx: Context, args: str, body: Body) -> None:
                                         fromfile=f"{name} (as written)", tofile=f"{name} (formatted)"))
     ctx.display({"text/plain": diff.rstrip("\n")}, {"cancho": {"formatted": formatted}})
     payload = getattr(ctx, "payload", None)
-    if payload is not None:
+    if replace and payload is not None:
         payload.append({"source": "set_next_input", "text": formatted.rstrip("\n"), "replace": True})
 
 
