@@ -39,7 +39,8 @@ _CANON_PREFIX = "split.lib.c"
 _C_STRING = re.compile(r'(?<![-\w.$"])c"[^"]*"')
 _SYMBOL = re.compile(r'@(?:"([^"\\]*)"|([-a-zA-Z$._][-a-zA-Z$._0-9]*))')
 _TYPE_REF = re.compile(r'%"([^"\\]*)"')
-_DEFINE = re.compile(r'^define\s+(?:(internal|private)\s+)?(.*?)@"([^"\\]*)"(\(.*\))\s*$')
+# (a definition may carry attributes after its parameters: the CPU's AES builtins' target features)
+_DEFINE = re.compile(r'^define\s+(?:(internal|private)\s+)?(.*?)@"([^"\\]*)"(\(.*\))(?:\s+[^()]*)?\s*$')
 _GLOBAL = re.compile(r'^@"([^"\\]*)"\s*=\s*(.*)$')
 _TYPE_DEF = re.compile(r'^%"([^"\\]*)"\s*=\s*type\b')
 _DECLARE = re.compile(r'^declare\b.*?@"([^"\\]*)"\(')
@@ -249,6 +250,18 @@ def split_ir(ir: str, memo: RefsMemo | None = None) -> Split:
     for e in entities:
         if e.kind is Kind.GLOBAL and not e.copyable and e.name in lib_refs:
             side[e.name] = Side.LIBRARY
+    # So do the code generator's own helpers std functions call (the AES and GHASH functions of
+    # codegen/crypto.py and crypto_hw.py, and what they use), to a fixed point; never `main`
+    # or a function of the program's own.
+    moved = True
+    while moved:
+        moved = False
+        lib_refs = {r for e in entities if side.get(e.name) is Side.LIBRARY for r in e.refs}
+        for e in entities:
+            if (side.get(e.name) is Side.CELL and e.name in lib_refs and e.name != "main"
+                    and not e.name.startswith("lexs_")):
+                side[e.name] = Side.LIBRARY
+                moved = True
     for e in entities:
         for r in e.refs:
             if r not in by_name and r in side:
