@@ -126,7 +126,7 @@ def test_changing_the_edition_rebuilds(counts, program, tmp_path, capsys):
     assert build(tmp_path, main, util)[0] == 0
     main.write_text(MAIN.replace("edition 1;", "edition 2;"))
     code, _ = build(tmp_path, main, util)
-    assert code == cli.EXIT_REFUSED and "missing `net`" in capsys.readouterr().err
+    assert code == cli.EXIT_REFUSED and "has 6 fields (io, ffi, fs, heap, args, net)" in capsys.readouterr().err
     assert counts.checks == 2
 
 

@@ -24,7 +24,12 @@ from cancho_kernel.compiler.source import SourceFile
 from test_undefined_behaviour import TRAP, both, jit_worker  # noqa: F401  (fixtures)
 
 ROOT = Path(__file__).resolve().parent.parent
-CORPUS = sorted([*ROOT.glob("tests/conformance/accept/*.cho"), *ROOT.glob("cancho_kernel/std/*.cho")])
+# std.p256_comb's tables (65 x 8 points, and 32 odd multiples, of P-256's base point) are larger
+# than the 64 KiB arena this test recomputes a static in at run time; their values are checked
+# against the Montgomery ladder by tests/std/test_p256_comb.cho and scripts/p256_gen.py --check.
+TOO_LARGE_TO_RECOMPUTE = {"p256_comb.cho"}
+CORPUS = sorted(p for p in [*ROOT.glob("tests/conformance/accept/*.cho"), *ROOT.glob("cancho_kernel/std/*.cho")]
+                if p.name not in TOO_LARGE_TO_RECOMPUTE)
 
 
 @dataclass(frozen=True)
