@@ -51,6 +51,7 @@ from enum import Enum
 from typing import Protocol
 
 from . import cgroups, measure, sandbox, stdin_watch
+from .proc import children_of  # noqa: F401  (also this module's name for it)
 from .confine import Confinement
 from .live import LiveRun, StreamName
 from .sandbox import SandboxSpec
@@ -1004,22 +1005,6 @@ def die_with_parent(sig: int = signal.SIGKILL) -> bool:
     """PR_SET_PDEATHSIG: this process gets ``sig`` when the thread that created it ends. Call it
     in a child forked by a single-threaded parent only (a thread's end would trigger it)."""
     return _prctl(_PR_SET_PDEATHSIG, int(sig))
-
-
-def children_of(pid: int) -> list[int]:
-    """The live and zombie children of ``pid``, from /proc (every thread's)."""
-    kids: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return kids
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                kids += [int(w) for w in f.read().split()]
-        except (OSError, ValueError):
-            continue
-    return kids
 
 
 def kill_children(keep: Callable[[int], bool] = lambda pid: False) -> int:

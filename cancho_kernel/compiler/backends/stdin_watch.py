@@ -18,6 +18,8 @@ from __future__ import annotations
 import os
 import platform
 
+from .proc import children_of
+
 # read(2) and readv(2) by machine (the numbers of the kernel's system call table).
 _READ_CALLS: dict[str, frozenset[int]] = {
     "x86_64": frozenset({0, 19}),
@@ -34,21 +36,6 @@ def read_calls() -> frozenset[int]:
 def pipe_inode(fd: int) -> int:
     """The inode that names the pipe ``fd`` is an end of (both ends share it)."""
     return os.fstat(fd).st_ino
-
-
-def _children(pid: int) -> list[int]:
-    kids: list[int] = []
-    try:
-        tasks = os.listdir(f"/proc/{pid}/task")
-    except OSError:
-        return kids
-    for tid in tasks:
-        try:
-            with open(f"/proc/{pid}/task/{tid}/children") as f:
-                kids += [int(w) for w in f.read().split()]
-        except (OSError, ValueError):
-            continue
-    return kids
 
 
 def _blocked_fd(tid_dir: str, calls: frozenset[int]) -> int | None:
@@ -90,14 +77,14 @@ def reader_waiting(inode: int, root: int | None = None) -> bool:
     if not calls:
         return False
     link = f"pipe:[{inode}]"
-    todo = _children(os.getpid() if root is None else root)
+    todo = children_of(os.getpid() if root is None else root)
     seen = 0
     while todo and seen < _MAX_PROCESSES:
         pid = todo.pop()
         seen += 1
         if _reads_pipe(pid, link, calls):
             return True
-        todo += _children(pid)
+        todo += children_of(pid)
     return False
 
 
