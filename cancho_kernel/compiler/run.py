@@ -120,10 +120,12 @@ class Waited(Generic[T]):
     interrupted: bool
 
 
-def interruptible(work: Callable[[threading.Event], T], name: str = "cancho-run") -> Waited[T]:
-    """Run ``work(cancel)`` in a helper thread and wait for it; a ``KeyboardInterrupt`` in this
-    thread sets ``cancel`` (the run model kills the program within one tick) and the wait goes
-    on until the work ends, so no program outlives the wait."""
+def start_work(work: Callable[[threading.Event], T], name: str = "cancho-run",
+               then: Callable[[], None] | None = None) -> tuple[threading.Event, threading.Event, dict]:
+    """Start ``work(cancel)`` in a daemon thread: answers ``cancel`` (for the waiter to set),
+    ``done`` (set when the work returned or raised, then ``then()`` is called) and the box
+    holding its ``value`` or ``error``. The waits of :func:`interruptible` and of the kernel's
+    streamed runs (``kernel/streaming.py``) are built on it."""
     cancel, done = threading.Event(), threading.Event()
     box: dict[str, object] = {}
 
@@ -134,8 +136,18 @@ def interruptible(work: Callable[[threading.Event], T], name: str = "cancho-run"
             box["error"] = e
         finally:
             done.set()
+            if then is not None:
+                then()
 
     threading.Thread(target=target, name=name, daemon=True).start()
+    return cancel, done, box
+
+
+def interruptible(work: Callable[[threading.Event], T], name: str = "cancho-run") -> Waited[T]:
+    """Run ``work(cancel)`` in a helper thread and wait for it; a ``KeyboardInterrupt`` in this
+    thread sets ``cancel`` (the run model kills the program within one tick) and the wait goes
+    on until the work ends, so no program outlives the wait."""
+    cancel, done, box = start_work(work, name)
     interrupted = False
     # Wait on an Event, not Thread.join: a KeyboardInterrupt inside join() can leave the thread
     # looking finished while it still runs (CPython < 3.13).

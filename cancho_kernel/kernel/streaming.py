@@ -24,7 +24,7 @@ from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from ..compiler.backends.live import Ended, InputWanted, LiveRun, Output, StreamName
-from ..compiler.run import Waited
+from ..compiler.run import Waited, start_work
 
 T = TypeVar("T")
 
@@ -95,19 +95,7 @@ def watch(work: Callable[[threading.Event], T], live: LiveRun, view: LiveView,
     run's output and answering its input requests meanwhile. Also answers how many bytes of
     each stream were shown, so a caller can show what a run kept but never emitted
     (:func:`show_unshown`)."""
-    cancel, done = threading.Event(), threading.Event()
-    box: dict[str, object] = {}
-
-    def target() -> None:
-        try:
-            box["value"] = work(cancel)
-        except BaseException as e:  # never let a helper thread die silently
-            box["error"] = e
-        finally:
-            done.set()
-            live.end()
-
-    threading.Thread(target=target, name=name, daemon=True).start()
+    cancel, done, box = start_work(work, name, then=live.end)
     text = StreamText(view)
     interrupted = False
     while True:
